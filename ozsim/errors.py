@@ -1,0 +1,72 @@
+"""Exceptions raised by ozsim.
+
+Misuse of an API (wrong type, shape or dtype) raises the built-in ``TypeError`` or ``ValueError``.
+Domain errors derive from :class:`OzsimError` and, where one fits, also from the matching built-in
+exception, so ``except ValueError`` keeps working for callers that do not know ozsim.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "OzsimError",
+    "QasmError",
+    "UnsupportedOperationError",
+    "NonUnitaryError",
+    "NonFiniteError",
+    "InsufficientMemoryError",
+    "DeviceUnavailableError",
+    "MissingDependencyError",
+]
+
+
+class OzsimError(Exception):
+    """Base class of every error ozsim raises on purpose."""
+
+
+class QasmError(OzsimError, ValueError):
+    """An OpenQASM file that cannot be read; the message starts with ``file:line:``.
+
+    Attributes:
+        path: the file, or ``None`` for a string.
+        line: 1-based line number, or ``None`` where the parser gave none.
+    """
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None):
+        where = f"{path or '<string>'}" + (f":{line}" if line is not None else "")
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line
+
+
+class UnsupportedOperationError(OzsimError, ValueError):
+    """A circuit operation ozsim cannot simulate (the message names it and its position)."""
+
+
+class NonUnitaryError(OzsimError, ValueError):
+    """A gate matrix that is not unitary to within the documented tolerance."""
+
+
+class NonFiniteError(OzsimError, FloatingPointError):
+    """NaN or Inf in a GEMM operand, a gate matrix or the amplitudes of a state vector."""
+
+
+class InsufficientMemoryError(OzsimError, MemoryError):
+    """The state vector and its work buffers would not fit; raised before allocating.
+
+    Attributes:
+        needed_bytes: bytes the run would need.
+        available_bytes: bytes available on the device (host RAM or GPU memory).
+    """
+
+    def __init__(self, message: str, needed_bytes: int, available_bytes: int):
+        super().__init__(message)
+        self.needed_bytes = needed_bytes
+        self.available_bytes = available_bytes
+
+
+class DeviceUnavailableError(OzsimError, RuntimeError):
+    """The user asked for a GPU (``device="gpu"``) and none can be used."""
+
+
+class MissingDependencyError(OzsimError, ImportError):
+    """An optional library is needed for this feature; the message says how to install it."""
