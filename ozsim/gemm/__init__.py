@@ -1,0 +1,185 @@
+"""Emulated complex double-precision GEMM (ZGEMM), usable on its own.
+
+Backends (``backend=`` of :func:`zgemm`):
+
+============  ==========================================================================
+``zgemm``     native complex128 matmul (BLAS through NumPy on the CPU, cuBLAS on the GPU)
+``int8x{s}``  Ozaki scheme I over INT8 with ``s`` = 3..18 slices ([ozIMMU] Alg. 3-4, Sec. 4.4)
+``int8-auto`` INT8-AUTO: the fewest slices whose mean mantissa loss is ``<= T`` bits; native
+              ZGEMM when no ``s <= 18`` qualifies (reported as a fallback)
+============  ==========================================================================
+
+See :mod:`ozsim.gemm.ozaki1` for the algorithm, its exactness argument and ozsim's INT8-AUTO rule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .._array import array_namespace
+from ..errors import NonFiniteError
+from .ozaki1 import (
+    MAX_SPLITS,
+    MIN_SPLITS,
+    PreparedOperand,
+    bits_per_slice,
+    choose_num_splits,
+    int8_zgemm,
+    mean_loss,
+    _block_columns,
+    analyse_rows,
+)
+
+__all__ = [
+    "zgemm",
+    "GemmInfo",
+    "parse_backend",
+    "PreparedOperand",
+    "bits_per_slice",
+    "BACKEND_HELP",
+    "MIN_SPLITS",
+    "MAX_SPLITS",
+]
+
+BACKEND_HELP = "zgemm, int8-auto, or int8x{s} with s = 3..18"
+_FIXED = re.compile(r"int8x(\d+)")
+
+
+def parse_backend(backend: str) -> tuple[str, int | None]:
+    """Split a backend name into ``(kind, num_splits)``.
+
+    Returns:
+        ``("zgemm", None)``, ``("int8-auto", None)`` or ``("int8", s)``.
+
+    Raises:
+        ValueError: an unknown name, or ``int8x{s}`` with ``s`` outside 3..18.
+    """
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a string, got {type(backend).__name__}")
+    name = backend.strip().lower()
+    if name in ("zgemm", "int8-auto"):
+        return name, None
+    m = _FIXED.fullmatch(name)
+    if m:
+        s = int(m.group(1))
+        if not MIN_SPLITS <= s <= MAX_SPLITS:
+            raise ValueError(f"backend {backend!r}: the number of splits must be in 3..18")
+        return "int8", s
+    raise ValueError(f"unknown backend {backend!r}; expected {BACKEND_HELP}")
+
+
+@dataclass(frozen=True)
+class GemmInfo:
+    """What one emulated GEMM did.
+
+    Attributes:
+        backend: the backend asked for.
+        num_splits: slices used (``None`` for native ZGEMM).
+        bits_per_slice: ``b`` (``None`` for native ZGEMM).
+        mean_loss_a, mean_loss_b: mean mantissa loss in bits over the nonzero scalars of each
+            operand at ``num_splits`` (``None`` where not computed: native, or fixed ``s``).
+        fallback: INT8-AUTO found no ``s <= 18`` within ``T`` and ran native ZGEMM.
+    """
+
+    backend: str
+    num_splits: int | None
+    bits_per_slice: int | None = None
+    mean_loss_a: float | None = None
+    mean_loss_b: float | None = None
+    fallback: bool = False
+
+
+def _check_operands(a, b, xp):
+    for name, x in (("a", a), ("b", b)):
+        if x.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(x.shape)}")
+        if x.dtype != xp.complex128:
+            raise TypeError(f"{name} must be complex128, got {x.dtype}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(
+            f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}"
+        )
+
+
+def zgemm(
+    a,
+    b,
+    *,
+    backend: str = "int8-auto",
+    T: float = 1.0,
+    out=None,
+    check_finite: bool = True,
+    return_info: bool = False,
+    workspace_bytes: int = 1 << 28,
+):
+    """Complex double-precision matrix product ``C = A @ B``, native or emulated.
+
+    Args:
+        a: ``(m, k)`` complex128 (NumPy or CuPy), or a :class:`PreparedOperand` of one (a gate
+            matrix analysed once and reused).
+        b: ``(k, n)`` complex128, same library as ``a``; any strides.
+        backend: ``"zgemm"``, ``"int8-auto"`` or ``"int8x{s}"`` (s = 3..18); see the module doc.
+        T: INT8-AUTO's threshold on the mean mantissa loss, in bits (>= 0).
+        out: ``(m, n)`` complex128 to write into; must not overlap ``b``.
+        check_finite: for ``"zgemm"``, scan the operands for NaN/Inf (the INT8 backends always
+            detect them, for free, while scaling).
+        return_info: also return a :class:`GemmInfo`.
+        workspace_bytes: bound on the INT8 backends' slice buffers (B is processed in blocks of
+            columns; results do not depend on it).
+
+    Returns:
+        ``(m, n)`` complex128, or ``(C, GemmInfo)`` with ``return_info=True``.
+
+    Raises:
+        TypeError: operands not complex128 or from different array libraries.
+        ValueError: not 2-D, mismatched inner dimensions, unknown backend, ``T < 0``.
+        NonFiniteError: NaN or Inf in an operand.
+
+    References:
+        Ootomo, Ozaki, Yokota, "DGEMM on integer matrix multiplication unit" (ozIMMU), Alg. 3-4 and
+        Sec. 4.4; ozsim's correction to INT8-AUTO is in :mod:`ozsim.gemm.ozaki1`.
+    """
+    kind, s = parse_backend(backend)
+    prep = a if isinstance(a, PreparedOperand) else None
+    mat = prep.matrix if prep is not None else a
+    xp = array_namespace(mat, b, out)
+    _check_operands(mat, b, xp)
+    if T < 0:
+        raise ValueError(f"T must be >= 0 bits, got {T}")
+    m, n = mat.shape[0], b.shape[1]
+    if out is not None and tuple(out.shape) != (m, n):
+        raise ValueError(f"out must have shape {(m, n)}, got {tuple(out.shape)}")
+
+    info = GemmInfo(backend, None)
+    if kind == "int8-auto":
+        prep = prep if prep is not None else PreparedOperand(mat)
+        bits = bits_per_slice(mat.shape[1])
+        eB, hist_b = analyse_rows(b.T, _block_columns(n, mat.shape[1], MAX_SPLITS, workspace_bytes))
+        s = choose_num_splits(prep.histogram, hist_b, bits, T)
+        if s is None:
+            info = GemmInfo(backend, None, bits, fallback=True)
+            c = _native(mat, b, out, xp)
+        else:
+            info = GemmInfo(
+                backend, s, bits, mean_loss(prep.histogram, s, bits), mean_loss(hist_b, s, bits)
+            )
+            c = int8_zgemm(
+                prep, b, s, b_exponents=eB, out=out, workspace_bytes=workspace_bytes
+            )
+    elif kind == "int8":
+        c = int8_zgemm(
+            prep if prep is not None else mat, b, s, out=out, workspace_bytes=workspace_bytes
+        )
+        info = GemmInfo(backend, s, bits_per_slice(mat.shape[1]))
+    else:
+        if check_finite and not (bool(xp.isfinite(mat).all()) and bool(xp.isfinite(b).all())):
+            raise NonFiniteError("GEMM operand has NaN or Inf entries")
+        c = _native(mat, b, out, xp)
+    return (c, info) if return_info else c
+
+
+def _native(a, b, out, xp):
+    if out is None:
+        return xp.matmul(a, b)
+    return xp.matmul(a, b, out=out)

@@ -1,0 +1,381 @@
+"""Ozaki scheme I over INT8: the emulated ZGEMM of ozIMMU, written once against an array namespace.
+
+References:
+    [ozIMMU] H. Ootomo, K. Ozaki, R. Yokota, "DGEMM on integer matrix multiplication unit",
+        IJHPCA 2024 (arXiv:2306.11975): Sec. 3 and Alg. 3-4 (splitting and accumulation),
+        Sec. 4.4 (complex GEMM and INT8-AUTO).
+    [Ozaki2012] K. Ozaki, T. Ogita, S. Oishi, S. M. Rump, "Error-free transformations of matrix
+        multiplication by using fast routines of matrix multiplication and its applications",
+        Numer. Algorithms 59 (2012): the error-free splitting this scheme is built on.
+
+The algorithm, for ``C = A @ B`` with ``A`` (m, k), ``B`` (k, n) complex128:
+
+1. *Scaling* (Alg. 3, line 1-3). Each row of ``A`` and each column of ``B`` gets a power-of-two
+   exponent ``e = floor(log2(mx)) + 1`` from its largest magnitude ``mx`` over real *and* imaginary
+   parts (one shared exponent per complex row/column), so every scaled scalar ``x * 2**-e`` lies in
+   (-1, 1). ``np.ldexp`` does the scaling exactly, subnormals and huge exponents included.
+2. *Splitting* (Alg. 3). The scaled value is cut into ``s`` slices of ``b`` bits by truncation:
+   ``x_1 = trunc(x * 2**b)``, then the remainder again. Every step is exact in FP64 and every
+   slice is an integer with ``|slice| <= 2**b - 1 <= 127``: an INT8.
+   ``b = min(7, floor((31 - ceil(log2 k)) / 2))``, so that a length-k dot product of two slices,
+   ``|sum| <= k * (2**b - 1)**2 < 2**31``, is exact in INT32.
+3. *Products* (Alg. 4). The ``s(s+1)/2`` slice products ``A_i B_j`` with ``i + j <= s + 1`` are
+   computed as exact integer GEMMs. Products of equal ``t = i + j`` share the weight
+   ``2**(-t b)``, so they are summed exactly first: ``P_t = sum_{i+j=t} A_i B_j``. Complex
+   operands are stacked as ``[Ar; Ai]`` (2m, k) and ``[Br, Bi]`` (k, 2n): one real product gives
+   ``ArBr, ArBi, AiBr, AiBi`` and ``Re P_t = ArBr - AiBi``, ``Im P_t = ArBi + AiBr`` (Sec. 4.4),
+   still exact integers.
+4. *Accumulation* in FP64, in a fixed order (t = s+1 down to 2, smallest weights first):
+   ``acc = acc + P_t * 2**(-t b)``, then ``C_ij = ldexp(acc_ij, eA_i + eB_j)``. ``P_t * 2**(-tb)``
+   is exact, so a fused multiply-add gives the same bits as a multiply and an add: the result
+   does not depend on the BLAS, the device, or blocking.
+
+On the CPU the integer GEMMs run through FP64 BLAS on the slice values. This is exact: every
+product of two slices is an integer of magnitude below 2**14, and every partial sum of
+``P_t`` (at most ``2 * (t - 1) * k`` such products, the factor 2 from the complex sum) is an integer
+of magnitude below ``2 * 17 * k * 2**14 < 2**53`` for any ``k < 2**33``; integers below 2**53 add
+exactly in FP64 in any order, with or without FMA. ``tests/test_gemm.py`` checks the bound and the
+exactness against Python integers.
+
+INT8-AUTO (Sec. 4.4, with ozsim's correction). The mantissa loss, for ``s`` slices, of a nonzero
+real scalar ``x`` in a row of ``A`` (column of ``B``) whose exponent is ``e`` is
+``max(0, e - floor(log2|x|) + 53 - s*b)`` bits: the bits of ``x`` below the row's scaling point,
+its 53-bit significand included, minus the ``s*b`` bits the slices keep (the ozIMMU library's
+rule; it counts one bit more than strictly needed for the row's largest element, so it errs on the
+safe side). ozsim averages over the *nonzero* scalars of each operand separately and takes the
+smallest ``s`` in 3..18 whose two means are both ``<= T``. The literal rule (mean over all
+``2(mk + kn)`` scalars, zeros included) is diluted by zeros: on the first gate of a circuit the
+state ``|0...0>`` has one nonzero in ``2**N`` and the literal rule would pick ``s = 3`` (21 bits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import numpy as np
+
+from .._array import array_namespace
+from ..errors import NonFiniteError
+
+__all__ = [
+    "MIN_SPLITS",
+    "MAX_SPLITS",
+    "bits_per_slice",
+    "row_exponents",
+    "loss_histogram",
+    "mean_loss",
+    "choose_num_splits",
+    "analyse_rows",
+    "split_rows",
+    "SplitOperand",
+    "PreparedOperand",
+    "int8_zgemm",
+]
+
+MIN_SPLITS = 3
+MAX_SPLITS = 18
+SIGNIFICAND_BITS = 53
+#: Exponent differences above this are clamped in the loss histogram (FP64 spans 2098 binades).
+_MAX_EXP_DIFF = 2200
+
+
+def bits_per_slice(k: int) -> int:
+    """Bits per INT8 slice, ``b = min(7, floor((31 - ceil(log2 k)) / 2))`` ([ozIMMU] Sec. 3).
+
+    With this ``b`` a length-``k`` dot product of two slices is exact in INT32.
+
+    Raises:
+        ValueError: ``k < 1`` or ``k`` so large that ``b < 1`` (``k > 2**29``).
+    """
+    if k < 1:
+        raise ValueError(f"inner dimension k must be >= 1, got {k}")
+    b = min(7, (31 - (int(k) - 1).bit_length()) // 2)
+    if b < 1:
+        raise ValueError(f"inner dimension k = {k} is too large for exact INT32 slice products")
+    return b
+
+
+def row_exponents(x, xp: ModuleType | None = None):
+    """Scaling exponents of the rows of a complex matrix ([ozIMMU] Alg. 3, line 1-3).
+
+    Args:
+        x: ``(rows, k)`` complex128 (any strides).
+
+    Returns:
+        ``(rows,)`` int32: ``e`` with ``max_j max(|Re x_ij|, |Im x_ij|) < 2**e``
+        (``floor(log2 max) + 1``); 0 for an all-zero row.
+
+    Raises:
+        NonFiniteError: NaN or Inf in ``x``.
+    """
+    xp = xp or array_namespace(x)
+    mx = xp.maximum(xp.abs(x.real).max(axis=1), xp.abs(x.imag).max(axis=1))
+    if not bool(xp.isfinite(mx).all()):
+        raise NonFiniteError("GEMM operand has NaN or Inf entries")
+    _, e = xp.frexp(mx)
+    return e.astype(xp.int32)
+
+
+def loss_histogram(x, exps, xp: ModuleType | None = None):
+    """Histogram of ``e_row - floor(log2 |x|) - 1`` over the nonzero real scalars of ``x``.
+
+    Args:
+        x: ``(rows, k)`` complex128; its real and imaginary parts are the scalars.
+        exps: ``(rows,)`` int32 from :func:`row_exponents`.
+
+    Returns:
+        ``(_MAX_EXP_DIFF + 1,)`` int64 counts; entry ``d`` counts scalars whose leading bit lies
+        ``d`` bits below the row's scaling point (``d >= 0``).
+    """
+    xp = xp or array_namespace(x)
+    hist = xp.zeros(_MAX_EXP_DIFF + 1, dtype=xp.int64)
+    for part in (x.real, x.imag):
+        mant, e = xp.frexp(part)
+        d = exps[:, None] - e
+        d = d[mant != 0]
+        hist += xp.bincount(xp.minimum(d, _MAX_EXP_DIFF).ravel(), minlength=_MAX_EXP_DIFF + 1)
+    return hist
+
+
+def mean_loss(hist, num_splits: int, bits: int) -> float:
+    """Mean mantissa loss in bits over the nonzero scalars counted by ``hist``.
+
+    ``loss = max(0, d + 1 + 53 - s*b)`` for a scalar ``d`` bits below its row's scaling point (see
+    the module docstring). Returns 0.0 when ``hist`` counts nothing.
+    """
+    h = np.asarray(hist.get() if hasattr(hist, "get") else hist, dtype=np.float64)
+    total = h.sum()
+    if total == 0:
+        return 0.0
+    d = np.arange(h.size)
+    loss = np.maximum(0, d + 1 + SIGNIFICAND_BITS - num_splits * bits)
+    return float((h * loss).sum() / total)
+
+
+def choose_num_splits(hist_a, hist_b, bits: int, threshold: float) -> int | None:
+    """INT8-AUTO: the fewest splits in 3..18 whose mean loss is ``<= threshold`` for both operands.
+
+    Args:
+        hist_a, hist_b: loss histograms of A (rows) and B (columns), :func:`loss_histogram`.
+        bits: bits per slice.
+        threshold: ``T`` in bits (>= 0).
+
+    Returns:
+        The number of splits, or ``None`` when no ``s <= 18`` qualifies (fall back to native ZGEMM).
+    """
+    for s in range(MIN_SPLITS, MAX_SPLITS + 1):
+        if mean_loss(hist_a, s, bits) <= threshold and mean_loss(hist_b, s, bits) <= threshold:
+            return s
+    return None
+
+
+def analyse_rows(x, block_rows: int, *, histogram: bool = True):
+    """Row exponents and (optionally) the loss histogram of ``x``, a block of rows at a time.
+
+    Args:
+        x: ``(rows, k)`` complex128 (any strides).
+        block_rows: rows per block, to bound temporaries (about 40 bytes a scalar).
+
+    Returns:
+        ``(exps, hist)``: :func:`row_exponents` and :func:`loss_histogram` of ``x`` (``hist`` is
+        ``None`` without ``histogram``).
+    """
+    xp = array_namespace(x)
+    rows = x.shape[0]
+    exps = xp.empty(rows, dtype=xp.int32)
+    hist = xp.zeros(_MAX_EXP_DIFF + 1, dtype=xp.int64) if histogram else None
+    for i0 in range(0, rows, block_rows):
+        blk = x[i0 : i0 + block_rows]
+        exps[i0 : i0 + block_rows] = row_exponents(blk, xp)
+        if histogram:
+            hist += loss_histogram(blk, exps[i0 : i0 + block_rows], xp)
+    return exps, hist
+
+
+def split_rows(x, exps, num_splits: int, bits: int, *, reverse: bool = False, dtype=None):
+    """Split the rows of a complex matrix into INT8 slices ([ozIMMU] Alg. 3).
+
+    Args:
+        x: ``(rows, k)`` complex128 (any strides).
+        exps: ``(rows,)`` int32 scaling exponents from :func:`row_exponents`.
+        num_splits: ``s``.
+        bits: ``b``, bits per slice.
+        reverse: store slice ``s - 1 - i`` at position ``i`` (the layout the B operand uses, so
+            that each group ``sum_{i+j=t} A_i B_j`` is one contiguous product).
+        dtype: storage dtype of the slices (default: float64 for NumPy, int8 for CuPy).
+
+    Returns:
+        ``(2 * rows, s, k)`` array: rows ``0..rows-1`` hold the real parts' slices, rows
+        ``rows..2 rows-1`` the imaginary parts'. Each value is an integer in ``[-(2**b-1), 2**b-1]``
+        and ``x_scaled = sum_i slice_i * 2**(-(i+1) b) + r`` with ``|r| < 2**(-s b)``.
+    """
+    xp = array_namespace(x)
+    if dtype is None:
+        dtype = xp.float64 if xp is np else xp.int8
+    rows, k = x.shape
+    out = xp.empty((2 * rows, num_splits, k), dtype=dtype)
+    scale = (bits - exps)[:, None]
+    for half, part in enumerate((x.real, x.imag)):
+        r = xp.ldexp(part, scale)  # exact: x * 2**(b - e), |r| < 2**b
+        dst = out[half * rows : (half + 1) * rows]
+        for i in range(num_splits):
+            q = xp.trunc(r)
+            dst[:, num_splits - 1 - i if reverse else i, :] = q
+            if i + 1 < num_splits:
+                r -= q  # exact: the fractional part
+                r *= 1 << bits  # exact: a power of two
+    return out
+
+
+@dataclass
+class SplitOperand:
+    """One operand split into slices; see :func:`split_rows`.
+
+    Attributes:
+        slices: ``(2 * rows, s, k)`` slices (float64 on the CPU, int8 on the GPU).
+        exponents: ``(rows,)`` int32 scaling exponents.
+        num_splits: ``s``.
+        bits: ``b``.
+    """
+
+    slices: object
+    exponents: object
+    num_splits: int
+    bits: int
+
+
+@dataclass
+class PreparedOperand:
+    """The A operand of :func:`int8_zgemm` analysed once and split on demand, cached by ``s``.
+
+    A gate matrix is multiplied into many state vectors (and block after block of one state);
+    preparing it once moves its exponents, loss histogram and slices out of the per-GEMM work.
+
+    Args:
+        matrix: ``(m, k)`` complex128, NumPy or CuPy.
+
+    Raises:
+        NonFiniteError: NaN or Inf in ``matrix``.
+    """
+
+    matrix: object
+    exponents: object = field(init=False)
+    histogram: object = field(init=False)
+    _splits: dict = field(init=False, default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self.exponents = row_exponents(self.matrix)
+        self.histogram = loss_histogram(self.matrix, self.exponents)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.matrix.shape)
+
+    def split(self, num_splits: int, bits: int) -> SplitOperand:
+        key = (num_splits, bits)
+        if key not in self._splits:
+            sl = split_rows(self.matrix, self.exponents, num_splits, bits)
+            self._splits[key] = SplitOperand(sl, self.exponents, num_splits, bits)
+        return self._splits[key]
+
+
+def _products_numpy(a_split: SplitOperand, bt_split: SplitOperand):
+    """``P_t = sum_{i+j=t} A_i B_j`` for t = 2..s+1, exact, via FP64 BLAS (see module docstring).
+
+    Args:
+        a_split: A's slices ``(2m, s, k)``, in order.
+        bt_split: B^T's slices ``(2n, s, k)``, reversed (``reverse=True``).
+
+    Yields:
+        ``(t, P_t)`` with ``P_t`` ``(2m, 2n)`` float64 holding exact integers.
+    """
+    s, k = a_split.num_splits, a_split.slices.shape[2]
+    a_cat = a_split.slices.reshape(a_split.slices.shape[0], s * k)
+    b_cat = bt_split.slices.reshape(bt_split.slices.shape[0], s * k)
+    for t in range(s + 1, 1, -1):
+        yield t, a_cat[:, : (t - 1) * k] @ b_cat[:, (s - t + 1) * k :].T
+
+
+def _accumulate(products, m: int, n: int, bits: int, eA, eB, out, xp):
+    """FP64 accumulation of the grouped products, fixed order (module docstring, step 4)."""
+    acc_re = acc_im = None
+    for t, p in products:
+        re = p[:m, :n] - p[m:, n:]  # exact integers
+        im = p[:m, n:] + p[m:, :n]
+        w = 2.0 ** (-t * bits)
+        if acc_re is None:
+            acc_re, acc_im = re * w, im * w
+        else:
+            acc_re += re * w
+            acc_im += im * w
+    e = eA[:, None] + eB[None, :]
+    out.real[...] = xp.ldexp(acc_re, e)
+    out.imag[...] = xp.ldexp(acc_im, e)
+    return out
+
+
+def _block_columns(n: int, k: int, s: int, budget_bytes: int) -> int:
+    """Columns of B per block so that B's slices (16 s k bytes a column) stay within budget."""
+    per_col = 16 * s * k + 64  # slices plus the (2m x 2n) products and accumulators, roughly
+    return max(1, min(n, budget_bytes // per_col))
+
+
+def int8_zgemm(
+    a,
+    b,
+    num_splits: int,
+    *,
+    b_exponents=None,
+    out=None,
+    workspace_bytes: int = 1 << 28,
+):
+    """``C = A @ B`` for complex128 matrices by Ozaki scheme I over INT8 with ``s`` splits.
+
+    Args:
+        a: ``(m, k)`` complex128 array or a :class:`PreparedOperand` of one.
+        b: ``(k, n)`` complex128 (any strides).
+        num_splits: ``s`` in 3..18; ``s(s+1)/2`` slice products, ``2 s (s+1)`` real INT8 GEMMs'
+            worth of work.
+        b_exponents: ``(n,)`` int32 column exponents of ``b`` if already computed.
+        out: ``(m, n)`` complex128 to write into (must not overlap ``b``), or ``None``.
+        workspace_bytes: bound on the slices of B held at once; B is split block by block of
+            columns (the result does not depend on the blocking).
+
+    Returns:
+        ``(m, n)`` complex128: the product, with error bounded as in [ozIMMU] Sec. 3.
+
+    Raises:
+        NonFiniteError: NaN or Inf in ``a`` or ``b``.
+    """
+    prep = a if isinstance(a, PreparedOperand) else PreparedOperand(a)
+    xp = array_namespace(prep.matrix, b)
+    m, k = prep.shape
+    n = b.shape[1]
+    bits = bits_per_slice(k)
+    a_split = prep.split(num_splits, bits)
+    nb = _block_columns(n, k, num_splits, workspace_bytes)
+    eB = analyse_rows(b.T, nb, histogram=False)[0] if b_exponents is None else b_exponents
+    if out is None:
+        out = xp.empty((m, n), dtype=xp.complex128)
+    if xp is not np:  # pragma: no cover - GPU
+        from . import _cuda
+
+        return _cuda.int8_zgemm_gpu(a_split, b, eB, out, nb)
+    for j0 in range(0, n, nb):
+        j1 = min(n, j0 + nb)
+        bt = b[:, j0:j1].T
+        bt_split = SplitOperand(
+            split_rows(bt, eB[j0:j1], num_splits, bits, reverse=True), eB[j0:j1], num_splits, bits
+        )
+        _accumulate(
+            _products_numpy(a_split, bt_split),
+            m,
+            j1 - j0,
+            bits,
+            prep.exponents,
+            eB[j0:j1],
+            out[:, j0:j1],
+            xp,
+        )
+    return out
