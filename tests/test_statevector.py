@@ -1,0 +1,186 @@
+"""The engine against Qiskit's Statevector (every target ordering) and the simulator's contract."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from qiskit import QuantumCircuit
+from qiskit.circuit.library import UnitaryGate
+from qiskit.quantum_info import Statevector
+from scipy.stats import unitary_group
+
+from ozsim import (
+    Circuit,
+    DeviceUnavailableError,
+    InsufficientMemoryError,
+    NonFiniteError,
+    UnsupportedOperationError,
+)
+from ozsim.simulator import Simulator, get_array_module
+from ozsim.statevector import StateVector
+from ozsim.testing import phase_aligned
+
+BACKENDS = ("zgemm", "int8-auto", "int8x12")
+
+
+def _random_pair(rng, n, orderings):
+    """An ozsim Circuit and the Qiskit circuit of the same gates, one per target ordering."""
+    circ, qc = Circuit(n), QuantumCircuit(n)
+    for qs in orderings:
+        u = unitary_group.rvs(2 ** len(qs), random_state=rng)
+        circ.unitary(u, qs)
+        qc.append(UnitaryGate(u), list(qs))
+    return circ, qc
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_every_target_ordering(backend, d):
+    """All ordered d-tuples of 5 qubits, each as one gate, against Qiskit (atol 1e-12)."""
+    rng = np.random.default_rng(100 + d)
+    tuples = list(itertools.permutations(range(5), d))
+    rng.shuffle(tuples)
+    for chunk in range(0, len(tuples), 20):
+        circ, qc = _random_pair(rng, 5, tuples[chunk : chunk + 20])
+        psi = Simulator(backend=backend, device="cpu").run(circ).statevector
+        ref = Statevector(qc).data
+        np.testing.assert_allclose(phase_aligned(psi, ref), ref, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("d", [4, 5])
+def test_large_gates_random_orderings(backend, d):
+    rng = np.random.default_rng(200 + d)
+    orderings = [tuple(int(q) for q in rng.permutation(7)[:d]) for _ in range(12)]
+    circ, qc = _random_pair(rng, 7, orderings)
+    psi = Simulator(backend=backend, device="cpu").run(circ).statevector
+    ref = Statevector(qc).data
+    np.testing.assert_allclose(phase_aligned(psi, ref), ref, rtol=0, atol=1e-12)
+
+
+def test_mixed_sizes_and_global_phase_exactly():
+    rng = np.random.default_rng(300)
+    orderings = [tuple(int(q) for q in rng.permutation(6)[: rng.integers(1, 6)]) for _ in range(30)]
+    circ, qc = _random_pair(rng, 6, orderings)
+    circ.global_phase = qc.global_phase = 0.7
+    psi = Simulator(backend="int8-auto", T=0, device="cpu").run(circ).statevector
+    ref = Statevector(qc).data
+    np.testing.assert_allclose(psi, ref, rtol=0, atol=1e-12)  # global phase included
+
+
+def test_gate_on_all_qubits_and_layout_restored():
+    rng = np.random.default_rng(301)
+    circ, qc = _random_pair(rng, 4, [(2, 0, 3, 1), (0,), (3, 2, 1, 0)])
+    psi = Simulator(backend="zgemm", device="cpu").run(circ).statevector
+    np.testing.assert_allclose(phase_aligned(psi, Statevector(qc).data), Statevector(qc).data,
+                               atol=1e-12)
+
+
+def test_engine_reuses_its_two_buffers():
+    sv = StateVector(6)
+    ids = {id(sv._buf), id(sv._spare)}
+    u = unitary_group.rvs(4, random_state=np.random.default_rng(0))
+    for qs in [(0, 1), (5, 2), (3, 4), (1, 0)]:
+        sv.apply(u, qs, backend="zgemm")
+        assert {id(sv._buf), id(sv._spare)} == ids
+    assert abs(np.linalg.norm(sv.to_numpy()) - 1) < 1e-14
+
+
+def test_result_metadata_and_splits():
+    rng = np.random.default_rng(302)
+    circ, _ = _random_pair(rng, 5, [(0, 1), (2, 3), (1, 2), (3, 4)])
+    res = Simulator(backend="int8-auto", T=1, device="cpu").run(circ)
+    md = res.metadata
+    assert md["device"] == "cpu" and md["backend"] == "int8-auto" and md["num_gates"] == 4
+    assert sum(md["splits"].values()) == 4 and all(8 <= s <= 18 for s in md["splits"])
+    assert md["fallbacks"] == 0 and 0 <= md["max_mean_loss_bits"] <= 1
+    assert md["wall_time_s"] > 0 and md["peak_memory_bytes"] >= 2 * 16 * 32
+
+
+def test_sample_counts_keys_follow_qiskit():
+    circ = Circuit(3, 3, cregs=[("a", 1), ("b", 2)])
+    x = np.array([[0, 1], [1, 0]], dtype=complex)
+    circ.unitary(x, [0], name="x")
+    circ.unitary(x, [2], name="x")
+    circ.measure(0, 0)  # a[0] = 1
+    circ.measure(1, 1)  # b[0] = 0
+    circ.measure(2, 2)  # b[1] = 1
+    res = Simulator(device="cpu", seed=1).run(circ)
+    assert res.sample_counts(10) == {"10 1": 10}  # registers reversed, MSB first: b='10', a='1'
+    free = Simulator(device="cpu").run(Circuit(2))
+    assert free.sample_counts(5, seed=0) == {"00": 5}
+    with pytest.raises(ValueError, match="shots must be >= 1"):
+        free.sample_counts(0)
+
+
+def test_sample_counts_statistics():
+    h = np.array([[1, 1], [1, -1]], dtype=complex) / np.sqrt(2)
+    circ = Circuit(1, 1)
+    circ.unitary(h, [0])
+    circ.measure(0, 0)
+    counts = Simulator(device="cpu", seed=5).run(circ).sample_counts(20000)
+    assert set(counts) == {"0", "1"} and abs(counts["0"] - 10000) < 400  # 5.6 sigma
+
+
+def test_unsupported_operations_are_named():
+    x = np.array([[0, 1], [1, 0]], dtype=complex)
+    c = Circuit(2, 2)
+    c.measure(0, 0)
+    c.unitary(x, [0], name="x")
+    with pytest.raises(UnsupportedOperationError, match=r"operation 0 \(measure on qubit 0\) is a "
+                       "mid-circuit measurement: operation 1 \\(x"):
+        Simulator(device="cpu").run(c)
+    c = Circuit(2, 2)
+    c.reset(1)
+    with pytest.raises(UnsupportedOperationError, match=r"operation 0 \(reset on qubits \[1\]\)"):
+        Simulator(device="cpu").run(c)
+    c = Circuit(2, 2)
+    c.unitary(x, [1], name="x", condition=((0,), 1))
+    with pytest.raises(UnsupportedOperationError, match="classically conditioned"):
+        Simulator(device="cpu").run(c)
+
+
+def test_too_many_qubits_fails_before_allocating():
+    with pytest.raises(InsufficientMemoryError, match=r"a 45-qubit state vector .* needs 1\d+\.\d+ "
+                       "GiB but only"):
+        Simulator(device="cpu").run(Circuit(45))
+
+
+def test_nan_state_is_refused():
+    c = Circuit(1)
+    c.unitary(np.array([[np.nan, 0], [0, 1]]), [0], check=False)
+    with pytest.raises(NonFiniteError, match="NaN or Inf"):
+        Simulator(backend="zgemm", device="cpu").run(c)
+
+
+def test_bad_simulator_options():
+    with pytest.raises(ValueError, match="unknown backend"):
+        Simulator(backend="fp16")
+    with pytest.raises(ValueError, match="T must be >= 0"):
+        Simulator(T=-0.5)
+    with pytest.raises(ValueError, match="device must be one of"):
+        Simulator(device="tpu")
+    with pytest.raises(ValueError, match="device must be one of"):
+        get_array_module("tpu")
+    with pytest.raises(TypeError, match="cannot run a int"):
+        Simulator(device="cpu").run(3)
+
+
+def test_gpu_requested_without_gpu(monkeypatch):
+    monkeypatch.setattr("ozsim.simulator.gpu_available", lambda: (False, "CuPy is not importable"))
+    with pytest.raises(DeviceUnavailableError, match="device='gpu' was requested but CuPy"):
+        Simulator(device="gpu").run(Circuit(1))
+    assert get_array_module("auto")[1] == "cpu"
+
+
+def test_import_loads_neither_cupy_nor_qiskit():
+    code = (
+        "import sys, ozsim, ozsim.gemm, ozsim.simulator, ozsim.statevector, ozsim.cli; "
+        "bad = [m for m in ('cupy', 'qiskit') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
