@@ -8,8 +8,9 @@ import pytest
 from ozsim import NonFiniteError
 from ozsim.gemm import GemmInfo, PreparedOperand, bits_per_slice, parse_backend, zgemm
 from ozsim.gemm.ozaki1 import (
-    SplitOperand,
+    _float32_exact,
     _products_numpy,
+    split_columns,
     choose_num_splits,
     loss_histogram,
     mean_loss,
@@ -89,13 +90,17 @@ def test_slice_products_are_exact_at_the_bound():
     k, s = 2048, 18
     bits = bits_per_slice(k)
     assert 2 * (s - 1) * k * (2**bits - 1) ** 2 < 2**53
-    a = SplitOperand(rng.choice([-127.0, 127.0], size=(4, s, k)), None, s, bits)
-    b = SplitOperand(rng.choice([-127.0, 127.0], size=(6, s, k)), None, s, bits)
-    a_int = a.slices.astype(np.int64).astype(object)
-    b_int = b.slices.astype(np.int64).astype(object)
-    for t, p in _products_numpy(a, b):
-        exact = sum(a_int[:, i, :].dot(b_int[:, s - 1 - (t - 2 - i), :].T) for i in range(t - 1))
+    a = rng.choice([-127.0, 127.0], size=(4, s, k))  # (2m, s, k): A_1..A_s
+    b = rng.choice([-127.0, 127.0], size=(s, k, 6))  # (s, k, 2n): B_s..B_1 (reversed)
+    a_int = a.astype(np.int64).astype(object)
+    b_int = b.astype(np.int64).astype(object)
+    seen = 0
+    for t, p in _products_numpy(a.reshape(4, s * k), b.reshape(s * k, 6), s, k):
+        # P_t = sum_{i=1}^{t-1} A_i B_{t-i}; B_j sits at position s - j
+        exact = sum(a_int[:, i - 1, :].dot(b_int[s - (t - i)]) for i in range(1, t))
         assert np.array_equal(p.astype(np.int64).astype(object), exact), f"t={t}"
+        seen += 1
+    assert seen == s
 
 
 @pytest.mark.parametrize("k, expected", [(1, 7), (16, 7), (2**17, 7), (2**18, 6), (2**20, 5)])
@@ -109,6 +114,28 @@ def test_bits_per_slice_rejects_bad_k():
         bits_per_slice(0)
     with pytest.raises(ValueError, match="too large"):
         bits_per_slice(2**30)
+
+
+def test_float32_products_exact_where_claimed():
+    """Where the CPU path uses FP32 BLAS, P_t at the magnitude bound still comes out exact."""
+    rng = np.random.default_rng(8)
+    for k, s in [(4, 18), (16, 18), (32, 16), (128, 8)]:
+        assert _float32_exact(k, s, 7)
+        a = rng.choice([-127.0, 127.0], size=(2, s * k)).astype(np.float32)
+        b = rng.choice([-127.0, 127.0], size=(s * k, 3)).astype(np.float32)
+        for t, p in _products_numpy(a, b, s, k):
+            ref = a[:, : (t - 1) * k].astype(np.int64) @ b[(s - t + 1) * k :].astype(np.int64)
+            assert np.array_equal(p.astype(np.int64), ref)
+    assert not _float32_exact(64, 18, 7) and not _float32_exact(256, 8, 7)
+
+
+def test_split_columns_matches_split_rows():
+    rng = np.random.default_rng(9)
+    b = ozaki_matrix(rng, 8, 5, 2.0)
+    e = row_exponents(b.T)
+    rows = split_rows(b.T, e, 6, 7, reverse=True)  # (2n, s, k)
+    cols = split_columns(b, e, 6, 7).reshape(6, 8, 10)  # (s, k, 2n)
+    assert np.array_equal(cols, rows.transpose(1, 2, 0))
 
 
 def test_split_reconstructs_within_truncation_bound():

@@ -68,6 +68,7 @@ __all__ = [
     "choose_num_splits",
     "analyse_rows",
     "split_rows",
+    "split_columns",
     "SplitOperand",
     "PreparedOperand",
     "int8_zgemm",
@@ -280,38 +281,81 @@ class PreparedOperand:
         return self._splits[key]
 
 
-def _products_numpy(a_split: SplitOperand, bt_split: SplitOperand):
-    """``P_t = sum_{i+j=t} A_i B_j`` for t = 2..s+1, exact, via FP64 BLAS (see module docstring).
+def split_columns(b, exps, num_splits: int, bits: int, dtype=np.float64):
+    """Split the columns of a complex matrix into slices, laid out for the CPU's BLAS products.
+
+    The same values as :func:`split_rows` of ``b.T`` with ``reverse=True``, in the layout the CPU
+    product wants: each slice a contiguous row-major ``(k, 2n)`` block ``[Re | Im]``, slices in
+    reverse order, so that ``B_{t-1}, ..., B_1`` is one contiguous ``((t-1) k, 2n)`` slab.
 
     Args:
-        a_split: A's slices ``(2m, s, k)``, in order.
-        bt_split: B^T's slices ``(2n, s, k)``, reversed (``reverse=True``).
+        b: ``(k, n)`` complex128 NumPy array (any strides).
+        exps: ``(n,)`` int32 column exponents (:func:`row_exponents` of ``b.T``).
+        num_splits, bits: ``s`` and ``b``.
+        dtype: float64, or float32 where :func:`_float32_exact` allows.
+
+    Returns:
+        ``(s * k, 2 n)`` array; rows ``r k .. (r+1) k - 1`` hold slice ``s - r``.
+    """
+    k, n = b.shape
+    out = np.empty((num_splits, k, 2 * n), dtype=dtype)
+    scale = (bits - exps)[None, :]
+    for half, part in enumerate((b.real, b.imag)):
+        r = np.ldexp(part, scale)  # exact, |r| < 2**b
+        for i in range(num_splits):
+            q = np.trunc(r)
+            out[num_splits - 1 - i, :, half * n : (half + 1) * n] = q
+            if i + 1 < num_splits:
+                r -= q  # exact: the fractional part
+                r *= 1 << bits  # exact: a power of two
+    return out.reshape(num_splits * k, 2 * n)
+
+
+def _float32_exact(k: int, num_splits: int, bits: int) -> bool:
+    """Whether FP32 BLAS computes every ``P_t`` exactly: all partial sums of the real products
+    (at most ``s k`` terms of magnitude ``<= (2**b - 1)**2``) are integers below ``2**24``."""
+    return num_splits * k * (2**bits - 1) ** 2 < 2**24
+
+
+def _products_numpy(a_cat, b_rev, num_splits: int, k: int):
+    """``P_t = sum_{i+j=t} A_i B_j`` for t = s+1 down to 2, exact, via BLAS (module docstring).
+
+    Args:
+        a_cat: ``(2m, s k)``: A's slices side by side, in order (``[A_1 ... A_s]``).
+        b_rev: ``(s k, 2n)`` from :func:`split_columns` (``[B_s; ...; B_1]``).
 
     Yields:
-        ``(t, P_t)`` with ``P_t`` ``(2m, 2n)`` float64 holding exact integers.
+        ``(t, P_t)``: ``P_t`` is ``(2m, 2n)`` in the slices' dtype, holding exact integers; its
+        blocks are ``[[ArBr, ArBi], [AiBr, AiBi]]``.
     """
-    s, k = a_split.num_splits, a_split.slices.shape[2]
-    a_cat = a_split.slices.reshape(a_split.slices.shape[0], s * k)
-    b_cat = bt_split.slices.reshape(bt_split.slices.shape[0], s * k)
+    s = num_splits
     for t in range(s + 1, 1, -1):
-        yield t, a_cat[:, : (t - 1) * k] @ b_cat[:, (s - t + 1) * k :].T
+        yield t, a_cat[:, : (t - 1) * k] @ b_rev[(s - t + 1) * k :]
 
 
-def _accumulate(products, m: int, n: int, bits: int, eA, eB, out, xp):
-    """FP64 accumulation of the grouped products, fixed order (module docstring, step 4)."""
-    acc_re = acc_im = None
+def _accumulate(products, m: int, n: int, bits: int, eA, eB, out):
+    """FP64 accumulation of the grouped products in a fixed order (module docstring, step 4):
+    ``Re P_t = ArBr - AiBi`` and ``Im P_t = ArBi + AiBr`` exactly in FP64, then
+    ``acc += P_t * 2**(-t b)`` from the largest ``t`` down, then ``ldexp(acc, eA_i + eB_j)``."""
+    acc_re = np.empty((m, n))
+    acc_im = np.empty((m, n))
+    tmp = np.empty((m, n))
+    first = True
     for t, p in products:
-        re = p[:m, :n] - p[m:, n:]  # exact integers
-        im = p[:m, n:] + p[m:, :n]
         w = 2.0 ** (-t * bits)
-        if acc_re is None:
-            acc_re, acc_im = re * w, im * w
-        else:
-            acc_re += re * w
-            acc_im += im * w
+        for acc, (x, y, op) in (
+            (acc_re, (p[:m, :n], p[m:, n:], np.subtract)),
+            (acc_im, (p[:m, n:], p[m:, :n], np.add)),
+        ):
+            dst = acc if first else tmp
+            op(x, y, out=dst, dtype=np.float64)  # exact integers
+            dst *= w  # exact: a power of two
+            if not first:
+                acc += tmp
+        first = False
     e = eA[:, None] + eB[None, :]
-    out.real[...] = xp.ldexp(acc_re, e)
-    out.imag[...] = xp.ldexp(acc_im, e)
+    out.real[...] = np.ldexp(acc_re, e)
+    out.imag[...] = np.ldexp(acc_im, e)
     return out
 
 
@@ -362,20 +406,11 @@ def int8_zgemm(
         from . import _cuda
 
         return _cuda.int8_zgemm_gpu(a_split, b, eB, out, nb)
+    dtype = np.float32 if _float32_exact(k, num_splits, bits) else np.float64
+    a_cat = a_split.slices.reshape(2 * m, num_splits * k).astype(dtype, copy=False)
     for j0 in range(0, n, nb):
         j1 = min(n, j0 + nb)
-        bt = b[:, j0:j1].T
-        bt_split = SplitOperand(
-            split_rows(bt, eB[j0:j1], num_splits, bits, reverse=True), eB[j0:j1], num_splits, bits
-        )
-        _accumulate(
-            _products_numpy(a_split, bt_split),
-            m,
-            j1 - j0,
-            bits,
-            prep.exponents,
-            eB[j0:j1],
-            out[:, j0:j1],
-            xp,
-        )
+        b_rev = split_columns(b[:, j0:j1], eB[j0:j1], num_splits, bits, dtype)
+        products = _products_numpy(a_cat, b_rev, num_splits, k)
+        _accumulate(products, m, j1 - j0, bits, prep.exponents, eB[j0:j1], out[:, j0:j1])
     return out
