@@ -100,9 +100,11 @@ class Circuit:
     Example:
         >>> from ozsim import Circuit, gates
         >>> c = Circuit(2, 2)
-        >>> c.unitary(gates.H, [0], name="h")
-        >>> c.unitary(gates.CX, [0, 1], name="cx")   # control 0, target 1 (Qiskit's order)
+        >>> _ = c.unitary(gates.H, [0], name="h")
+        >>> _ = c.unitary(gates.CX, [0, 1], name="cx")  # control 0, target 1 (Qiskit's order)
         >>> c.measure_all()
+        >>> c.num_gates
+        2
     """
 
     num_qubits: int
