@@ -10,14 +10,14 @@ Conventions (as in Qiskit):
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
 from .errors import NonFiniteError, NonUnitaryError
 
-__all__ = ["Operation", "Circuit", "UNITARY_ATOL", "check_unitary"]
+__all__ = ["UNITARY_ATOL", "Circuit", "Operation", "check_unitary"]
 
 #: Largest accepted ``max |U^H U - I|`` entry of a gate matrix. Matrices written with 15-17
 #: significant digits (OpenQASM angles, Haar unitaries from QR) land below 1e-13; 1e-10 leaves room

@@ -8,14 +8,14 @@ exception, so ``except ValueError`` keeps working for callers that do not know o
 from __future__ import annotations
 
 __all__ = [
+    "DeviceUnavailableError",
+    "InsufficientMemoryError",
+    "MissingDependencyError",
+    "NonFiniteError",
+    "NonUnitaryError",
     "OzsimError",
     "QasmError",
     "UnsupportedOperationError",
-    "NonUnitaryError",
-    "NonFiniteError",
-    "InsufficientMemoryError",
-    "DeviceUnavailableError",
-    "MissingDependencyError",
 ]
 
 

@@ -10,11 +10,11 @@ from ozsim.gemm import GemmInfo, PreparedOperand, bits_per_slice, parse_backend,
 from ozsim.gemm.ozaki1 import (
     _float32_exact,
     _products_numpy,
-    split_columns,
     choose_num_splits,
     loss_histogram,
     mean_loss,
     row_exponents,
+    split_columns,
     split_rows,
 )
 from ozsim.testing import exact_zgemm, max_relative_error, ozaki_matrix

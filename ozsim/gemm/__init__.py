@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from .._array import array_namespace
 from ..errors import NonFiniteError
 from .ozaki1 import (
@@ -29,6 +31,7 @@ from .ozaki1 import (
     mean_loss,
     _block_columns,
     analyse_rows,
+    default_workspace_bytes,
 )
 
 __all__ = [
@@ -111,7 +114,7 @@ def zgemm(
     out=None,
     check_finite: bool = True,
     return_info: bool = False,
-    workspace_bytes: int = 1 << 28,
+    workspace_bytes: int | None = None,
 ):
     """Complex double-precision matrix product ``C = A @ B``, native or emulated.
 
@@ -126,7 +129,8 @@ def zgemm(
             detect them, for free, while scaling).
         return_info: also return a :class:`GemmInfo`.
         workspace_bytes: bound on the INT8 backends' slice buffers (B is processed in blocks of
-            columns; results do not depend on it).
+            columns; results do not depend on it). ``None``: 256 MiB on the CPU; on the GPU half
+            the free device memory, at most 16 GiB (``ozaki1.default_workspace_bytes``).
 
     Returns:
         ``(m, n)`` complex128, or ``(C, GemmInfo)`` with ``return_info=True``.
@@ -155,7 +159,13 @@ def zgemm(
     if kind == "int8-auto":
         prep = prep if prep is not None else PreparedOperand(mat)
         bits = bits_per_slice(mat.shape[1])
-        eB, hist_b = analyse_rows(b.T, _block_columns(n, mat.shape[1], MAX_SPLITS, workspace_bytes))
+        if xp is np:
+            ws = default_workspace_bytes(xp) if workspace_bytes is None else workspace_bytes
+            eB, hist_b = analyse_rows(b.T, _block_columns(n, mat.shape[1], MAX_SPLITS, ws))
+        else:  # pragma: no cover - GPU: one fused kernel, histogram returned as NumPy
+            from ._cuda import analyse
+
+            eB, hist_b = analyse(b.T)
         s = choose_num_splits(prep.histogram, hist_b, bits, T)
         if s is None:
             info = GemmInfo(backend, None, bits, fallback=True)

@@ -59,19 +59,20 @@ from .._array import array_namespace
 from ..errors import NonFiniteError
 
 __all__ = [
-    "MIN_SPLITS",
     "MAX_SPLITS",
+    "MIN_SPLITS",
+    "PreparedOperand",
+    "SplitOperand",
+    "analyse_rows",
     "bits_per_slice",
-    "row_exponents",
+    "choose_num_splits",
+    "default_workspace_bytes",
+    "int8_zgemm",
     "loss_histogram",
     "mean_loss",
-    "choose_num_splits",
-    "analyse_rows",
-    "split_rows",
+    "row_exponents",
     "split_columns",
-    "SplitOperand",
-    "PreparedOperand",
-    "int8_zgemm",
+    "split_rows",
 ]
 
 MIN_SPLITS = 3
@@ -266,6 +267,11 @@ class PreparedOperand:
     _splits: dict = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self):
+        if array_namespace(self.matrix) is not np:  # pragma: no cover - GPU
+            from . import _cuda  # one fused kernel; the histogram comes back as NumPy
+
+            self.exponents, self.histogram = _cuda.analyse(self.matrix)
+            return
         self.exponents = row_exponents(self.matrix)
         self.histogram = loss_histogram(self.matrix, self.exponents)
 
@@ -359,6 +365,24 @@ def _accumulate(products, m: int, n: int, bits: int, eA, eB, out):
     return out
 
 
+#: Default bound on the CPU path's slice buffers (``workspace_bytes=None``).
+CPU_WORKSPACE_BYTES = 1 << 28
+
+
+def default_workspace_bytes(xp: ModuleType, reserve: int = 0) -> int:
+    """The working-memory budget that ``workspace_bytes=None`` stands for.
+
+    CPU: :data:`CPU_WORKSPACE_BYTES` (256 MiB). GPU: half the free device memory left after
+    ``reserve`` bytes, clamped to 256 MiB..16 GiB (the INT32 products of a state-vector GEMM are
+    ``16 s`` bytes per amplitude, so a small fixed budget would cut it into many small GEMMs).
+    """
+    if xp is np:
+        return CPU_WORKSPACE_BYTES
+    from . import _cuda  # pragma: no cover - GPU
+
+    return _cuda.default_workspace_bytes(reserve)  # pragma: no cover - GPU
+
+
 def _block_columns(n: int, k: int, s: int, budget_bytes: int) -> int:
     """Columns of B per block so that B's slices (16 s k bytes a column) stay within budget."""
     per_col = 16 * s * k + 64  # slices plus the (2m x 2n) products and accumulators, roughly
@@ -372,7 +396,7 @@ def int8_zgemm(
     *,
     b_exponents=None,
     out=None,
-    workspace_bytes: int = 1 << 28,
+    workspace_bytes: int | None = None,
 ):
     """``C = A @ B`` for complex128 matrices by Ozaki scheme I over INT8 with ``s`` splits.
 
@@ -383,8 +407,9 @@ def int8_zgemm(
             worth of work.
         b_exponents: ``(n,)`` int32 column exponents of ``b`` if already computed.
         out: ``(m, n)`` complex128 to write into (must not overlap ``b``), or ``None``.
-        workspace_bytes: bound on the slices of B held at once; B is split block by block of
-            columns (the result does not depend on the blocking).
+        workspace_bytes: bound on the slices of B held at once (on the GPU: B's slices plus the
+            INT32 products); B is split block by block of columns (the result does not depend on
+            the blocking). ``None``: :func:`default_workspace_bytes`.
 
     Returns:
         ``(m, n)`` complex128: the product, with error bounded as in [ozIMMU] Sec. 3.
@@ -397,15 +422,20 @@ def int8_zgemm(
     m, k = prep.shape
     n = b.shape[1]
     bits = bits_per_slice(k)
+    if workspace_bytes is None:
+        workspace_bytes = default_workspace_bytes(xp)
+    if xp is not np:  # pragma: no cover - GPU: CUDA split/accumulate kernels, cuBLAS INT8 GEMMs
+        from . import _cuda
+
+        return _cuda.int8_zgemm_gpu(
+            prep, b, num_splits, bits, b_exponents=b_exponents, out=out,
+            workspace_bytes=workspace_bytes,
+        )
     a_split = prep.split(num_splits, bits)
     nb = _block_columns(n, k, num_splits, workspace_bytes)
     eB = analyse_rows(b.T, nb, histogram=False)[0] if b_exponents is None else b_exponents
     if out is None:
         out = xp.empty((m, n), dtype=xp.complex128)
-    if xp is not np:  # pragma: no cover - GPU
-        from . import _cuda
-
-        return _cuda.int8_zgemm_gpu(a_split, b, eB, out, nb)
     dtype = np.float32 if _float32_exact(k, num_splits, bits) else np.float64
     a_cat = a_split.slices.reshape(2 * m, num_splits * k).astype(dtype, copy=False)
     for j0 in range(0, n, nb):
