@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import cmath
 import os
+import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
-from .circuit import Circuit
+from .circuit import Circuit, Operation
 from .errors import DeviceUnavailableError, NonFiniteError, UnsupportedOperationError
 from .gemm import parse_backend
 from .statevector import StateVector, gemm_prepare
 
-__all__ = ["Simulator", "Result", "get_array_module", "gpu_available"]
+__all__ = ["Result", "Simulator", "get_array_module", "gpu_available"]
 
 DEVICES = ("auto", "cpu", "gpu")
 
@@ -67,11 +68,17 @@ class Result:
     Attributes:
         num_qubits: N.
         circuit_name: the circuit's name.
-        metadata: ``backend``, ``T``, ``device``, ``num_gates``, ``splits`` (histogram
-            ``{num_splits: GEMM count}``, ``"zgemm"`` for native), ``fallbacks`` (INT8-AUTO GEMMs
-            that ran native ZGEMM), ``max_mean_loss_bits``, ``wall_time_s``, ``peak_memory_bytes``,
-            ``measurements`` (``{qubit: [clbits]}``).
+        metadata: ``backend``, ``T``, ``device``, ``num_gates`` (unitaries applied, after
+            fusion), ``fusion`` (:meth:`ozsim.fusion.FusionReport.as_dict`), ``splits``
+            (histogram ``{num_splits: GEMM count}``, ``"zgemm"`` for native), ``fallbacks``
+            (INT8-AUTO GEMMs that ran native ZGEMM), ``max_mean_loss_bits``, ``wall_time_s``,
+            ``peak_memory_bytes``, ``measurements`` (``{qubit: [clbits]}`` of the final
+            measurements), ``mode`` (``"statevector"``, or ``"trajectories"`` for circuits with
+            mid-circuit measurements, resets or conditioned gates) and, for trajectories,
+            ``branches`` (distinct measurement histories simulated).
         cregs: classical registers ``(name, size)`` in declaration order.
+        counts: ``{bitstring: count}`` when the run was asked for shots (always for
+            trajectories), else ``None``. Keys as :meth:`sample_counts` describes.
     """
 
     num_qubits: int
@@ -80,10 +87,21 @@ class Result:
     cregs: list[tuple[str, int]]
     _amplitudes: object = field(repr=False, default=None)
     _seed: int | None = field(repr=False, default=None)
+    counts: dict[str, int] | None = None
 
     @property
     def statevector(self) -> np.ndarray:
-        """Final amplitudes before measurement, ``(2**N,)`` complex128 NumPy, little-endian."""
+        """Final amplitudes before measurement, ``(2**N,)`` complex128 NumPy, little-endian.
+
+        Raises:
+            UnsupportedOperationError: for a trajectory run, whose final state depends on
+                mid-circuit outcomes (use :attr:`counts`).
+        """
+        if self._amplitudes is None:
+            raise UnsupportedOperationError(
+                "this circuit has mid-circuit measurements, resets or conditioned gates: its final "
+                "state is a mixture over measurement outcomes; use Result.counts"
+            )
         if not isinstance(self._amplitudes, np.ndarray):
             self._amplitudes = self._amplitudes.get()
         return self._amplitudes
@@ -94,7 +112,7 @@ class Result:
         return psi.real**2 + psi.imag**2
 
     def sample_counts(self, shots: int, seed: int | None = None) -> dict[str, int]:
-        """Sample the circuit's final measurements ``shots`` times.
+        """Sample the circuit's final measurements ``shots`` times from the final state.
 
         Keys are Qiskit's: classical registers in reverse declaration order separated by spaces,
         each written most significant bit first (``'01 10'`` for ``c1 = 0b01, c0 = 0b10``).
@@ -107,34 +125,102 @@ class Result:
 
         Returns:
             ``{bitstring: count}``, sorted by bitstring.
+
+        Raises:
+            ValueError: ``shots < 1``.
+            UnsupportedOperationError: a trajectory run (see :attr:`counts`).
         """
         if shots < 1:
             raise ValueError(f"shots must be >= 1, got {shots}")
         rng = np.random.default_rng(self._seed if seed is None else seed)
-        p = self.probabilities()
-        p = p / p.sum()
-        outcomes = rng.choice(p.size, size=int(shots), p=p)
-        meas = self.metadata["measurements"]
-        if not meas:
-            width = self.num_qubits
-            keys = Counter(outcomes.tolist())
-            return {format(i, f"0{width}b"): c for i, c in sorted(keys.items())}
-        counts: Counter = Counter()
-        for index, c in Counter(outcomes.tolist()).items():
-            bits = 0
-            for q, clbits in meas.items():
-                if (index >> q) & 1:
-                    for cb in clbits:
-                        bits |= 1 << cb
-            counts[self._format_clbits(bits)] += c
-        return dict(sorted(counts.items()))
+        counts = _sample(self.probabilities(), int(shots), rng, self.metadata["measurements"], 0)
+        return self._format(counts)
 
-    def _format_clbits(self, bits: int) -> str:
-        words, start = [], 0
-        for _, size in self.cregs:
-            words.append(format((bits >> start) & ((1 << size) - 1), f"0{size}b"))
-            start += size
-        return " ".join(reversed(words))
+    def expectation(self, observable) -> float:
+        """``<psi| O |psi>`` for a Pauli string or a ``qiskit.quantum_info.SparsePauliOp``.
+
+        Args:
+            observable: a string over ``IXYZ`` of length N, qubit 0 rightmost (Qiskit's label
+                order), optionally with a leading sign/phase (``"-XZ"``, ``"iY"``); or a
+                ``SparsePauliOp`` (or anything with ``.to_list()`` of ``(label, coeff)``).
+
+        Returns:
+            The real part of the expectation value (the observables of interest are Hermitian;
+            for a ``SparsePauliOp`` with complex coefficients the imaginary part is dropped).
+
+        Raises:
+            ValueError: a label of the wrong length or with letters outside ``IXYZ``.
+        """
+        psi = self.statevector
+        terms = observable.to_list() if hasattr(observable, "to_list") else [(observable, 1.0)]
+        total = 0j
+        for label, coeff in terms:
+            total += complex(coeff) * _pauli_expectation(psi, str(label), self.num_qubits)
+        return float(total.real)
+
+    def _format(self, clbit_counts: Counter) -> dict[str, int]:
+        meas = self.metadata["measurements"]
+        if not meas and self.metadata.get("mode") != "trajectories":
+            width = self.num_qubits
+            return {format(i, f"0{width}b"): c for i, c in sorted(clbit_counts.items())}
+        out: Counter = Counter()
+        for bits, c in clbit_counts.items():
+            words, start = [], 0
+            for _, size in self.cregs:
+                words.append(format((bits >> start) & ((1 << size) - 1), f"0{size}b"))
+                start += size
+            out[" ".join(reversed(words))] += c
+        return dict(sorted(out.items()))
+
+
+def _sample(probs, shots: int, rng, meas: dict[int, list[int]], bits: int) -> Counter:
+    """Sample basis states and map them to classical-bit integers (``bits`` preset).
+
+    Without measurements the basis index itself is returned (all qubits sampled)."""
+    p = np.asarray(probs, dtype=np.float64)
+    p = p / p.sum()
+    counts: Counter = Counter()
+    for index, c in Counter(rng.choice(p.size, size=shots, p=p).tolist()).items():
+        if not meas:
+            counts[index] += c
+            continue
+        value = bits
+        for q, clbits in meas.items():
+            bit = (index >> q) & 1
+            for cb in clbits:
+                value = (value | (1 << cb)) if bit else (value & ~(1 << cb))
+        counts[value] += c
+    return counts
+
+
+_PAULI = re.compile(r"^([+-]?)(1j|i|j)?([IXYZ]+)$")
+
+
+def _pauli_expectation(psi, label: str, n: int) -> complex:
+    """``<psi|P|psi>`` for one Pauli label; P|i> = i^ny (-1)^popcount(i & z) |i ^ x>."""
+    m = _PAULI.fullmatch(label.strip())
+    if not m or len(m.group(3)) != n:
+        raise ValueError(
+            f"Pauli label {label!r}: expected {n} letters from IXYZ (qubit 0 rightmost), "
+            "optionally after a sign or phase"
+        )
+    phase = (-1 if m.group(1) == "-" else 1) * (1j if m.group(2) else 1)
+    x = z = ny = 0
+    for q, ch in enumerate(reversed(m.group(3))):
+        if ch in "XY":
+            x |= 1 << q
+        if ch in "ZY":
+            z |= 1 << q
+        ny += ch == "Y"
+    idx = np.arange(psi.size, dtype=np.int64)
+    parity = np.zeros(psi.size, dtype=np.int64)
+    masked = idx & z
+    while np.any(masked):
+        parity ^= masked & 1
+        masked >>= 1
+    signs = 1 - 2 * parity
+    val = np.vdot(psi[idx ^ x], signs * psi)
+    return phase * (1j**ny) * complex(val)
 
 
 @dataclass(frozen=True)
@@ -146,8 +232,13 @@ class Simulator:
         T: INT8-AUTO's threshold on the mean mantissa loss per GEMM, in bits (>= 0).
         device: ``"auto"`` (GPU when CuPy sees one, else CPU; ``OZSIM_DEVICE=cpu`` forces the
             CPU), ``"cpu"`` or ``"gpu"`` (an error if there is no usable GPU).
-        seed: seeds the sampling of measurements.
-        workspace_bytes: bound on the emulated GEMM's slice buffers.
+        seed: seeds the sampling of measurements and of mid-circuit outcomes.
+        max_fused_qubits: gate fusion (:mod:`ozsim.fusion`): ``None`` (default) lets the cost
+            model of the device and backend choose the block size, ``0`` switches fusion off
+            (every gate is its own GEMM, as in the ozIMMU paper's experiments), ``n >= 1`` fuses
+            into blocks of at most n qubits.
+        workspace_bytes: bound on the emulated GEMM's working buffers (``None``: 256 MiB on the
+            CPU; on the GPU half the device memory the state leaves free, at most 16 GiB).
 
     Example:
         >>> from ozsim import Simulator
@@ -159,7 +250,8 @@ class Simulator:
     T: float = 1.0
     device: str = "auto"
     seed: int | None = None
-    workspace_bytes: int = 1 << 28
+    max_fused_qubits: int | None = None
+    workspace_bytes: int | None = None
 
     def __post_init__(self):
         parse_backend(self.backend)
@@ -167,54 +259,71 @@ class Simulator:
             raise ValueError(f"T must be >= 0 bits, got {self.T}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}; got {self.device!r}")
+        m = self.max_fused_qubits
+        if m is not None and (int(m) != m or m < 0):
+            raise ValueError(f"max_fused_qubits must be None or an integer >= 0, got {m!r}")
 
-    def run(self, circuit, progress: Callable[[int, int], None] | None = None) -> Result:
+    def run(
+        self,
+        circuit,
+        shots: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Result:
         """Simulate ``circuit`` from ``|0...0>``.
+
+        Circuits whose only non-unitary operations are final measurements (and barriers) are
+        run once; ``shots`` then samples the final state. Circuits with mid-circuit
+        measurements, resets or classically conditioned gates run as per-shot trajectories with
+        Qiskit Aer's semantics, batched: at each measurement or reset the shots still on a
+        branch are split between the two outcomes by a binomial draw with the Born probability,
+        and each outcome with shots continues as one state vector (the same distribution as
+        independent shots, with at most ``min(shots, 2**m)`` branches for m random outcomes).
+        Deterministic for a given ``seed``.
 
         Args:
             circuit: an :class:`ozsim.Circuit`, a ``qiskit.QuantumCircuit``, or a path to an
                 OpenQASM 2 or 3 file.
-            progress: called as ``progress(done, total)`` after each gate.
+            shots: samples of the classical bits; default ``None`` (no sampling) for plain
+                circuits and 1024 (Aer's default) for trajectory circuits.
+            progress: called as ``progress(done, total)`` after each gate (plain circuits).
 
         Returns:
             :class:`Result`.
 
         Raises:
             QasmError: a file that cannot be parsed (file and line in the message).
-            UnsupportedOperationError: resets, mid-circuit measurements and classically
-                conditioned gates (named, with their position).
+            UnsupportedOperationError: an operation the engine cannot run (named).
             InsufficientMemoryError: the state does not fit (raised before allocating).
             DeviceUnavailableError: ``device="gpu"`` without a usable GPU.
             NonFiniteError: the final amplitudes hold NaN or Inf.
+            ValueError: ``shots < 1``.
         """
+        from .fusion import cost_model, fuse
+
+        if shots is not None and (int(shots) != shots or shots < 1):
+            raise ValueError(f"shots must be a positive integer, got {shots!r}")
         circ = _as_circuit(circuit)
-        measurements = _final_measurements(circ)
         xp, device = get_array_module(self.device)
         t0 = time.perf_counter()
+        circ, report = fuse(circ, self.max_fused_qubits, cost_model(device, self.backend))
+        ops, meas, mode = _split_final_measurements(circ)
+        run = _Run(self, xp, circ.num_qubits, progress, sum(op.kind == "unitary" for op in ops))
+        rng = np.random.default_rng(self.seed)
         sv = StateVector(circ.num_qubits, xp, self.workspace_bytes)
-        splits: Counter = Counter()
-        fallbacks = 0
-        max_loss = 0.0
-        gates = circ.gates
         phase = cmath.exp(1j * circ.global_phase) if circ.global_phase else None
-        for i, op in enumerate(gates):
-            matrix = op.matrix
-            if i == 0 and phase is not None:
-                matrix, phase = matrix * phase, None
-            info = sv.apply(gemm_prepare(xp.asarray(matrix), self.backend), op.qubits,
-                            self.backend, self.T)
-            splits[info.num_splits if info.num_splits is not None else "zgemm"] += 1
-            fallbacks += info.fallback
-            for loss in (info.mean_loss_a, info.mean_loss_b):
-                if loss is not None:
-                    max_loss = max(max_loss, loss)
-            if progress is not None:
-                progress(i + 1, len(gates))
-        if phase is not None:
-            sv.scale(phase)
-        amps = sv.amplitudes()
-        if not bool(xp.isfinite(amps).all()):
-            raise NonFiniteError("the final state vector holds NaN or Inf amplitudes")
+        amps, counts = None, None
+        if mode == "statevector":
+            for op in ops:
+                phase = run.apply(sv, op, phase)
+            if phase is not None:
+                sv.scale(phase)
+            amps = sv.amplitudes()
+            if not bool(xp.isfinite(amps).all()):
+                raise NonFiniteError("the final state vector holds NaN or Inf amplitudes")
+            if shots is not None:
+                counts = _sample(_probabilities(sv), int(shots), rng, meas, 0)
+        else:
+            counts = run.trajectories(sv, ops, meas, 1024 if shots is None else int(shots), rng)
         if xp is not np:  # pragma: no cover - GPU
             xp.cuda.Device().synchronize()
         wall = time.perf_counter() - t0
@@ -223,15 +332,119 @@ class Simulator:
             "T": self.T,
             "device": device,
             "num_qubits": circ.num_qubits,
-            "num_gates": len(gates),
-            "splits": dict(sorted(splits.items(), key=lambda kv: str(kv[0]))),
-            "fallbacks": fallbacks,
-            "max_mean_loss_bits": max_loss,
+            "num_gates": run.gates_applied,
+            "fusion": report.as_dict(),
+            "splits": dict(sorted(run.splits.items(), key=lambda kv: str(kv[0]))),
+            "fallbacks": run.fallbacks,
+            "max_mean_loss_bits": run.max_loss,
             "wall_time_s": wall,
-            "peak_memory_bytes": sv.peak_bytes,
-            "measurements": measurements,
+            "peak_memory_bytes": sv.peak_bytes + run.extra_bytes,
+            "measurements": meas,
+            "mode": mode,
         }
-        return Result(circ.num_qubits, circ.name, metadata, list(circ.cregs), amps, self.seed)
+        if mode == "trajectories":
+            metadata["branches"] = run.branches
+        result = Result(circ.num_qubits, circ.name, metadata, list(circ.cregs), amps, self.seed)
+        if counts is not None:
+            result.counts = result._format(counts)
+        return result
+
+
+def _probabilities(sv: StateVector) -> np.ndarray:
+    amps = sv.amplitudes()
+    p = amps.real**2 + amps.imag**2
+    return p.get() if hasattr(p, "get") else p
+
+
+class _Run:
+    """Per-run state: gate application with statistics, and the trajectory branching."""
+
+    def __init__(self, sim: Simulator, xp, num_qubits: int, progress, total_gates: int):
+        self.sim, self.xp, self.n = sim, xp, num_qubits
+        self.progress, self.total = progress, total_gates
+        self.splits: Counter = Counter()
+        self.fallbacks = 0
+        self.max_loss = 0.0
+        self.gates_applied = 0
+        self.extra_bytes = 0
+        self.branches = 0
+
+    def apply(self, sv: StateVector, op: Operation, phase):
+        """Apply one unitary (folding a pending global phase into it); returns the phase left."""
+        matrix = op.matrix
+        if phase is not None and op.condition is None:
+            matrix, phase = matrix * phase, None
+        matrix, qubits = sv.aligned(matrix, op.qubits)
+        gate = gemm_prepare(self.xp.asarray(matrix), self.sim.backend)
+        info = sv.apply(gate, qubits, self.sim.backend, self.sim.T)
+        self.splits[info.num_splits if info.num_splits is not None else "zgemm"] += 1
+        self.fallbacks += info.fallback
+        for loss in (info.mean_loss_a, info.mean_loss_b):
+            if loss is not None:
+                self.max_loss = max(self.max_loss, loss)
+        self.gates_applied += 1
+        if self.progress is not None:
+            self.progress(min(self.gates_applied, self.total), self.total)
+        return phase
+
+    def trajectories(self, sv, ops, meas, shots: int, rng) -> Counter:
+        """Run ``ops`` (mid-circuit operations included) for ``shots`` shots; clbit counts."""
+        from .statevector import state_bytes
+
+        counts: Counter = Counter()
+        stack = [(0, sv, shots, 0)]  # (next op, state, shots on this branch, clbit value)
+        live = 1
+        while stack:
+            pos, st, n_shots, bits = stack.pop()
+            while pos < len(ops):
+                op = ops[pos]
+                pos += 1
+                if op.kind == "unitary":
+                    if op.condition is None or _condition_holds(op.condition, bits):
+                        self.apply(st, op, None)
+                    continue
+                if op.kind == "barrier":
+                    continue
+                q = op.qubits[0]
+                p1 = min(max(st.probability_one(q), 0.0), 1.0)
+                n1 = int(rng.binomial(n_shots, p1))
+                outcomes = [(o, c) for o, c in ((0, n_shots - n1), (1, n1)) if c > 0]
+                if len(outcomes) == 2:
+                    other = st.copy()
+                    live += 1
+                    self.extra_bytes = max(self.extra_bytes, (live - 1) * 2 * state_bytes(self.n))
+                    o, c = outcomes[1]
+                    self._collapse(other, op, o, p1)
+                    stack.append((pos, other, c, _set_bits(op, bits, o)))
+                o, c = outcomes[0]
+                self._collapse(st, op, o, p1)
+                n_shots, bits = c, _set_bits(op, bits, o)
+            self.branches += 1
+            if meas:
+                counts.update(_sample(_probabilities(st), n_shots, rng, meas, bits))
+            else:
+                counts[bits] += n_shots
+            live -= 1
+        return counts
+
+    @staticmethod
+    def _collapse(st: StateVector, op: Operation, outcome: int, p1: float) -> None:
+        prob = p1 if outcome else 1.0 - p1
+        st.project(op.qubits[0], outcome, prob, to_zero=(op.kind == "reset"))
+
+
+def _set_bits(op: Operation, bits: int, outcome: int) -> int:
+    if op.kind != "measure":
+        return bits
+    for cb in op.clbits:
+        bits = (bits | (1 << cb)) if outcome else (bits & ~(1 << cb))
+    return bits
+
+
+def _condition_holds(condition: tuple[tuple[int, ...], int], bits: int) -> bool:
+    clbits, value = condition
+    read = sum(((bits >> cb) & 1) << j for j, cb in enumerate(clbits))
+    return read == value
 
 
 def _as_circuit(x) -> Circuit:
@@ -251,25 +464,40 @@ def _as_circuit(x) -> Circuit:
     )
 
 
-def _final_measurements(circ: Circuit) -> dict[int, list[int]]:
-    """``{qubit: [clbits]}`` for the final measurements; refuse what needs per-shot simulation."""
+def _split_final_measurements(circ: Circuit):
+    """``(ops, final measurements {qubit: [clbits]}, mode)``.
+
+    The final measurements are the trailing measure operations (barriers between them ignored)
+    after which nothing touches their qubit or reads their bit; they are sampled from the final
+    state. ``mode`` is ``"statevector"`` when what remains is unitary and unconditioned, else
+    ``"trajectories"``.
+    """
+    ops = [op for op in circ.operations if op.kind != "barrier"]
+    read_later: set[int] = set()
+    touched_later: set[int] = set()
+    written_final: set[int] = set()
+    final: list[Operation] = []
+    keep: list[Operation] = []
+    for op in reversed(ops):
+        is_final = (
+            op.kind == "measure"
+            and op.qubits[0] not in touched_later
+            and not read_later.intersection(op.clbits)
+        )
+        if is_final:
+            if not written_final.issuperset(op.clbits):  # else a later measurement overwrites it
+                final.append(op)
+                written_final.update(op.clbits)
+        else:
+            keep.append(op)
+            touched_later.update(op.qubits)
+            if op.condition is not None:
+                read_later.update(op.condition[0])
+            if op.kind == "measure":
+                read_later.update(op.clbits)  # a later final measurement must not overwrite it
+    keep.reverse()
     meas: dict[int, list[int]] = {}
-    meas_pos: dict[int, int] = {}
-    for pos, op in enumerate(circ.operations):
-        where = f"operation {pos} ({op.name or op.kind} on qubits {list(op.qubits)})"
-        if op.condition is not None:
-            raise UnsupportedOperationError(
-                f"{where} is classically conditioned; conditioned gates are not supported yet"
-            )
-        if op.kind == "reset":
-            raise UnsupportedOperationError(f"{where} is a reset; resets are not supported yet")
-        if op.kind == "measure":
-            meas.setdefault(op.qubits[0], []).extend(op.clbits)
-            meas_pos.setdefault(op.qubits[0], pos)
-        elif op.kind == "unitary" and any(q in meas for q in op.qubits):
-            q = next(q for q in op.qubits if q in meas)
-            raise UnsupportedOperationError(
-                f"operation {meas_pos[q]} (measure on qubit {q}) is a mid-circuit measurement: "
-                f"{where} follows it; mid-circuit measurements are not supported yet"
-            )
-    return meas
+    for op in reversed(final):
+        meas.setdefault(op.qubits[0], []).extend(op.clbits)
+    plain = all(op.kind == "unitary" and op.condition is None for op in keep)
+    return keep, meas, "statevector" if plain else "trajectories"

@@ -31,8 +31,9 @@ import numpy as np
 from ._array import to_numpy
 from .errors import InsufficientMemoryError
 from .gemm import GemmInfo, PreparedOperand, parse_backend, zgemm
+from .gemm.ozaki1 import default_workspace_bytes
 
-__all__ = ["StateVector", "state_bytes", "available_memory_bytes", "check_memory"]
+__all__ = ["StateVector", "available_memory_bytes", "check_memory", "state_bytes"]
 
 AMPLITUDE_BYTES = 16  # complex128
 
@@ -76,16 +77,21 @@ class StateVector:
     Args:
         num_qubits: N (>= 1).
         xp: ``numpy`` or ``cupy``.
-        workspace_bytes: bound on the emulated GEMM's slice buffers.
+        workspace_bytes: bound on the emulated GEMM's slice buffers; ``None``: 256 MiB on the
+            CPU, on the GPU half the device memory left free by the two buffers (at most 16 GiB).
 
     Raises:
         InsufficientMemoryError: the two buffers plus the workspace do not fit (before
             allocating).
     """
 
-    def __init__(self, num_qubits: int, xp: ModuleType = np, workspace_bytes: int = 1 << 28):
+    def __init__(
+        self, num_qubits: int, xp: ModuleType = np, workspace_bytes: int | None = None
+    ):
         self.num_qubits = n = int(num_qubits)
         self.xp = xp
+        if workspace_bytes is None:
+            workspace_bytes = default_workspace_bytes(xp, reserve=2 * state_bytes(n))
         self.workspace_bytes = int(workspace_bytes)
         self.peak_bytes = 2 * state_bytes(n) + min(self.workspace_bytes, 12 * state_bytes(n))
         check_memory(self.peak_bytes, xp, f"a {n}-qubit state vector (two buffers and workspace)")
@@ -136,14 +142,82 @@ class StateVector:
         rest = tuple(q for q in self.layout if q not in front)
         new_layout = front + rest
         perm = [self.layout.index(q) for q in new_layout]
-        src = self._buf.reshape((2,) * n).transpose(perm)
-        self._spare.reshape((2,) * n)[...] = src
+        # Merge runs of axes that stay adjacent and in order: the copy then has as few
+        # dimensions as the permutation allows (N-dimensional index math is slow on CPU and GPU).
+        groups: list[list[int]] = []  # [first old axis, length] in new order
+        for i, p in enumerate(perm):
+            if i and p == perm[i - 1] + 1:
+                groups[-1][1] += 1
+            else:
+                groups.append([p, 1])
+        old_order = sorted(range(len(groups)), key=lambda g: groups[g][0])
+        shape = tuple(1 << groups[g][1] for g in old_order)
+        axes = [old_order.index(g) for g in range(len(groups))]
+        src = self._buf.reshape(shape).transpose(axes)
+        self._spare.reshape(src.shape)[...] = src
         self._buf, self._spare = self._spare, self._buf
         self.layout = new_layout
 
     def scale(self, factor: complex) -> None:
         """Multiply every amplitude by ``factor`` (a global phase)."""
         self._buf *= factor
+
+    def aligned(self, matrix, qubits: tuple[int, ...]):
+        """``(matrix', qubits')``: the same gate with its qubits reordered to match the state's
+        current leading axes when they hold the same set of qubits (permuting a ``2**d`` matrix
+        instead of the ``2**N`` state); otherwise the gate unchanged.
+
+        Args:
+            matrix: ``(2**d, 2**d)`` NumPy complex128, little-endian over ``qubits``.
+            qubits: its target qubits.
+        """
+        d = len(qubits)
+        front = self.layout[:d]
+        if front == tuple(reversed(qubits)) or set(front) != set(qubits):
+            return matrix, tuple(qubits)
+        new_qubits = tuple(reversed(front))
+        # axis a of the (2,)*d row tensor holds bit d-1-a; permute rows and columns alike
+        perm = [d - 1 - qubits.index(q) for q in reversed(new_qubits)]
+        t = matrix.reshape((2,) * (2 * d)).transpose(perm + [d + p for p in perm])
+        return np.ascontiguousarray(t.reshape(1 << d, 1 << d)), new_qubits
+
+    # -- measurement and reset ----------------------------------------------------------------
+    def _halves(self, qubit: int):
+        t = self._buf.reshape((2,) * self.num_qubits)
+        axis = self.layout.index(qubit)
+        zero = (slice(None),) * axis + (0,)
+        one = (slice(None),) * axis + (1,)
+        return t, zero, one
+
+    def probability_one(self, qubit: int) -> float:
+        """Probability that measuring ``qubit`` gives 1 (the state need not be normalised: the
+        probability is relative to the squared norm)."""
+        t, _, one = self._halves(qubit)
+        p1 = float(self.xp.vdot(t[one], t[one]).real)
+        total = float(self.xp.vdot(self._buf, self._buf).real)
+        return p1 / total if total > 0 else 0.0
+
+    def project(self, qubit: int, outcome: int, probability: float, to_zero: bool = False) -> None:
+        """Collapse onto ``qubit == outcome`` and renormalise by ``1 / sqrt(probability)``.
+
+        With ``to_zero`` the surviving amplitudes are moved to ``qubit == 0`` (a reset).
+        """
+        t, zero, one = self._halves(qubit)
+        keep, drop = (one, zero) if outcome else (zero, one)
+        t[keep] *= 1.0 / np.sqrt(probability)
+        t[drop] = 0
+        if to_zero and outcome:
+            t[zero] = t[one]
+            t[one] = 0
+
+    def copy(self) -> StateVector:
+        """An independent copy (new buffers; same layout and options)."""
+        check_memory(2 * state_bytes(self.num_qubits), self.xp, "a copy of the state vector")
+        new = object.__new__(StateVector)
+        new.__dict__.update(self.__dict__)
+        new._buf = self._buf.copy()
+        new._spare = self.xp.empty_like(self._spare)
+        return new
 
     # -- read-out -----------------------------------------------------------------------------
     def amplitudes(self):

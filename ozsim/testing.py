@@ -10,7 +10,13 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["ozaki_matrix", "exact_zgemm", "phase_aligned", "max_relative_error"]
+__all__ = [
+    "assert_same_distribution",
+    "exact_zgemm",
+    "max_relative_error",
+    "ozaki_matrix",
+    "phase_aligned",
+]
 
 
 def ozaki_matrix(rng: np.random.Generator, m: int, n: int, phi: float) -> np.ndarray:
@@ -91,3 +97,28 @@ def max_relative_error(c: np.ndarray, ref: np.ndarray) -> float:
         return math.inf
     nz = ref != 0
     return float(np.max(np.abs(c[nz] - ref[nz]) / np.abs(ref[nz]))) if nz.any() else 0.0
+
+
+def assert_same_distribution(counts_a: dict, counts_b: dict, alpha: float = 1e-3):
+    """Assert two count dictionaries come from one distribution (chi-square homogeneity test).
+
+    Outcomes seen fewer than 10 times in both samples together are pooled into one column (the
+    test's expected counts must not be tiny). Fails when the p-value is at most ``alpha``.
+
+    Raises:
+        AssertionError: with the p-value in the message.
+    """
+    from scipy.stats import chi2_contingency
+
+    keys = sorted(set(counts_a) | set(counts_b))
+    rows = [[counts_a.get(k, 0) for k in keys], [counts_b.get(k, 0) for k in keys]]
+    table = np.array(rows)
+    rare = table.sum(axis=0) < 10
+    if rare.any():
+        table = np.column_stack([table[:, ~rare], table[:, rare].sum(axis=1)])
+    table = table[:, table.sum(axis=0) > 0]
+    if table.shape[1] < 2:
+        assert set(counts_a) == set(counts_b), (counts_a, counts_b)
+        return
+    p = chi2_contingency(table).pvalue
+    assert p > alpha, f"p = {p:.2e}: {counts_a} vs {counts_b}"

@@ -46,7 +46,7 @@ def test_every_target_ordering(backend, d):
     rng.shuffle(tuples)
     for chunk in range(0, len(tuples), 20):
         circ, qc = _random_pair(rng, 5, tuples[chunk : chunk + 20])
-        psi = Simulator(backend=backend, device="cpu").run(circ).statevector
+        psi = Simulator(backend=backend, device="cpu", max_fused_qubits=0).run(circ).statevector
         ref = Statevector(qc).data
         np.testing.assert_allclose(phase_aligned(psi, ref), ref, rtol=0, atol=1e-12)
 
@@ -57,9 +57,11 @@ def test_large_gates_random_orderings(backend, d):
     rng = np.random.default_rng(200 + d)
     orderings = [tuple(int(q) for q in rng.permutation(7)[:d]) for _ in range(12)]
     circ, qc = _random_pair(rng, 7, orderings)
-    psi = Simulator(backend=backend, device="cpu").run(circ).statevector
     ref = Statevector(qc).data
-    np.testing.assert_allclose(phase_aligned(psi, ref), ref, rtol=0, atol=1e-12)
+    for fusion in (0, None, 6):  # per gate, cost-model fusion, forced 6-qubit blocks
+        sim = Simulator(backend=backend, device="cpu", max_fused_qubits=fusion)
+        psi = sim.run(circ).statevector
+        np.testing.assert_allclose(phase_aligned(psi, ref), ref, rtol=0, atol=1e-12)
 
 
 def test_mixed_sizes_and_global_phase_exactly():
@@ -67,15 +69,16 @@ def test_mixed_sizes_and_global_phase_exactly():
     orderings = [tuple(int(q) for q in rng.permutation(6)[: rng.integers(1, 6)]) for _ in range(30)]
     circ, qc = _random_pair(rng, 6, orderings)
     circ.global_phase = qc.global_phase = 0.7
-    psi = Simulator(backend="int8-auto", T=0, device="cpu").run(circ).statevector
     ref = Statevector(qc).data
-    np.testing.assert_allclose(psi, ref, rtol=0, atol=1e-12)  # global phase included
+    for fusion in (0, 3):
+        sim = Simulator(backend="int8-auto", T=0, device="cpu", max_fused_qubits=fusion)
+        np.testing.assert_allclose(sim.run(circ).statevector, ref, rtol=0, atol=1e-12)
 
 
 def test_gate_on_all_qubits_and_layout_restored():
     rng = np.random.default_rng(301)
     circ, qc = _random_pair(rng, 4, [(2, 0, 3, 1), (0,), (3, 2, 1, 0)])
-    psi = Simulator(backend="zgemm", device="cpu").run(circ).statevector
+    psi = Simulator(backend="zgemm", device="cpu", max_fused_qubits=0).run(circ).statevector
     np.testing.assert_allclose(phase_aligned(psi, Statevector(qc).data), Statevector(qc).data,
                                atol=1e-12)
 
@@ -93,9 +96,10 @@ def test_engine_reuses_its_two_buffers():
 def test_result_metadata_and_splits():
     rng = np.random.default_rng(302)
     circ, _ = _random_pair(rng, 5, [(0, 1), (2, 3), (1, 2), (3, 4)])
-    res = Simulator(backend="int8-auto", T=1, device="cpu").run(circ)
+    res = Simulator(backend="int8-auto", T=1, device="cpu", max_fused_qubits=0).run(circ)
     md = res.metadata
     assert md["device"] == "cpu" and md["backend"] == "int8-auto" and md["num_gates"] == 4
+    assert md["fusion"]["max_fused_qubits"] == 0 and md["mode"] == "statevector"
     assert sum(md["splits"].values()) == 4 and all(8 <= s <= 18 for s in md["splits"])
     assert md["fallbacks"] == 0 and 0 <= md["max_mean_loss_bits"] <= 1
     assert md["wall_time_s"] > 0 and md["peak_memory_bytes"] >= 2 * 16 * 32
@@ -126,22 +130,16 @@ def test_sample_counts_statistics():
     assert set(counts) == {"0", "1"} and abs(counts["0"] - 10000) < 400  # 5.6 sigma
 
 
-def test_unsupported_operations_are_named():
+def test_trajectory_result_has_counts_not_a_statevector():
     x = np.array([[0, 1], [1, 0]], dtype=complex)
     c = Circuit(2, 2)
     c.measure(0, 0)
-    c.unitary(x, [0], name="x")
-    with pytest.raises(UnsupportedOperationError, match=r"operation 0 \(measure on qubit 0\) is a "
-                       "mid-circuit measurement: operation 1 \\(x"):
-        Simulator(device="cpu").run(c)
-    c = Circuit(2, 2)
-    c.reset(1)
-    with pytest.raises(UnsupportedOperationError, match=r"operation 0 \(reset on qubits \[1\]\)"):
-        Simulator(device="cpu").run(c)
-    c = Circuit(2, 2)
-    c.unitary(x, [1], name="x", condition=((0,), 1))
-    with pytest.raises(UnsupportedOperationError, match="classically conditioned"):
-        Simulator(device="cpu").run(c)
+    c.unitary(x, [0], name="x")  # after the measurement: mid-circuit
+    c.measure(0, 1)
+    res = Simulator(device="cpu", seed=3).run(c, shots=50)
+    assert res.metadata["mode"] == "trajectories" and res.counts == {"10": 50}
+    with pytest.raises(UnsupportedOperationError, match="mixture over measurement outcomes"):
+        _ = res.statevector
 
 
 def test_too_many_qubits_fails_before_allocating():
@@ -168,6 +166,10 @@ def test_bad_simulator_options():
         get_array_module("tpu")
     with pytest.raises(TypeError, match="cannot run a int"):
         Simulator(device="cpu").run(3)
+    with pytest.raises(ValueError, match="max_fused_qubits must be None or an integer >= 0"):
+        Simulator(max_fused_qubits=-1)
+    with pytest.raises(ValueError, match="shots must be a positive integer"):
+        Simulator(device="cpu").run(Circuit(1), shots=0)
 
 
 def test_gpu_requested_without_gpu(monkeypatch):

@@ -1,0 +1,124 @@
+"""Gate fusion: exactness of the plan and of block matrices, and the brickwork round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import qiskit.qasm2
+from qiskit import QuantumCircuit, transpile
+from qiskit.quantum_info import Operator, Statevector
+
+from ozsim import Circuit, gates
+from ozsim.fusion import (
+    COST_MODELS,
+    block_matrix,
+    choose_max_fused_qubits,
+    fuse,
+    plan_fusion,
+)
+from ozsim.interop.qiskit import from_qiskit, loads_qasm, to_qiskit
+from ozsim.simulator import Simulator
+from ozsim.testing import phase_aligned
+
+
+def _random_circuit(rng, n, num_gates, measure_mid=False):
+    c = Circuit(n, n)
+    for _ in range(num_gates):
+        d = int(rng.integers(1, 4))
+        qs = [int(q) for q in rng.permutation(n)[:d]]
+        c.unitary(gates.haar_unitary(2**d, rng), qs)
+        if rng.random() < 0.1:
+            c.barrier(*qs)
+    return c
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_fusion_never_changes_the_state(seed):
+    rng = np.random.default_rng(seed)
+    c = _random_circuit(rng, 7, 40)
+    limit = int(rng.integers(1, 8))
+    ref = Simulator(backend="zgemm", device="cpu", max_fused_qubits=0).run(c).statevector
+    res = Simulator(backend="zgemm", device="cpu", max_fused_qubits=limit).run(c)
+    assert res.metadata["fusion"]["max_fused_qubits"] == limit
+    assert max(res.metadata["fusion"]["block_sizes"]) <= max(limit, 3)
+    assert np.max(np.abs(res.statevector - ref)) < 1e-12  # global phase kept too
+
+
+def test_block_matrix_matches_qiskit_operator():
+    rng = np.random.default_rng(10)
+    ops = []
+    qc = QuantumCircuit(4)
+    c = Circuit(6)
+    block_qubits = (5, 1, 3, 4)  # any order: bit j of the result is block_qubits[j]
+    for _ in range(10):
+        d = int(rng.integers(1, 4))
+        qs = [int(q) for q in rng.choice(block_qubits, size=d, replace=False)]
+        ops.append(c.unitary(gates.haar_unitary(2**d, rng), qs))
+        qc.unitary(ops[-1].matrix, [block_qubits.index(q) for q in qs])
+    np.testing.assert_allclose(block_matrix(ops, block_qubits), Operator(qc).data, atol=1e-13)
+
+
+def test_plan_keeps_per_qubit_order_and_fences():
+    rng = np.random.default_rng(11)
+    c = _random_circuit(rng, 6, 30)
+    c.measure(2, 2)
+    c.unitary(gates.X, [2], name="x", condition=((2,), 1))
+    c.unitary(gates.H, [0], name="h")
+    c.reset(4)
+    ops = c.operations
+    for limit in range(1, 7):
+        items = plan_fusion(ops, limit)
+        flat = [i for item in items for i in item]
+        assert sorted(flat) == [i for i, op in enumerate(ops) if op.kind != "barrier"]
+        for q in range(6):
+            seq = [i for i in flat if q in ops[i].qubits]
+            assert seq == sorted(seq), f"qubit {q} reordered at limit {limit}"
+        for item in items:
+            if len(item) > 1:
+                assert all(ops[i].kind == "unitary" and ops[i].condition is None for i in item)
+                assert len(set().union(*(ops[i].qubits for i in item))) <= limit
+
+
+def test_brickwork_qasm_roundtrip_fuses_back():
+    """A brickwork of 4-qubit Haar unitaries, exported to u/cx QASM and read back, fuses into no
+    more blocks than it had unitaries and matches the unfused run within 1e-12."""
+    circ = gates.brickwork(8, depth=4, gate_qubits=4, seed=5)
+    qc = transpile(to_qiskit(circ), basis_gates=["u", "cx"], optimization_level=0)
+    text = qiskit.qasm2.dumps(qc)
+    back = loads_qasm(text)
+    assert back.num_gates > 10 * circ.num_gates  # arrives unfused
+    _, report = fuse(back, 4)
+    assert len(report.blocks) <= circ.num_gates
+    ref = Simulator(backend="zgemm", device="cpu", max_fused_qubits=0).run(back).statevector
+    for backend in ("zgemm", "int8-auto"):
+        psi = Simulator(backend=backend, device="cpu", max_fused_qubits=4).run(back).statevector
+        np.testing.assert_allclose(phase_aligned(psi, ref), ref, atol=1e-12)
+    orig = Statevector(to_qiskit(circ)).data
+    np.testing.assert_allclose(phase_aligned(ref, orig), orig, atol=1e-12)
+
+
+def test_cost_model_choices():
+    qft = from_qiskit(transpile(_qft(16), basis_gates=["h", "cp", "swap"], optimization_level=0))
+    for key, model in COST_MODELS.items():
+        limit = choose_max_fused_qubits(qft, model)
+        assert 2 <= limit <= model.max_limit, key
+    # fusing is what the model prefers over one GEMM per gate on a QFT
+    cpu = COST_MODELS[("cpu", "int8")]
+    assert choose_max_fused_qubits(qft, cpu) > 1
+    res = Simulator(device="cpu").run(qft)
+    assert res.metadata["fusion"]["chosen_by"] == "cost model"
+    assert res.metadata["fusion"]["blocks_out"] < qft.num_gates
+
+
+def _qft(n):
+    from qiskit.synthesis.qft import synth_qft_full
+
+    return synth_qft_full(n)
+
+
+def test_fuse_rejects_bad_limits():
+    c = Circuit(2)
+    with pytest.raises(ValueError, match="max_fused_qubits must be an integer >= 0"):
+        fuse(c, -2)
+    with pytest.raises(ValueError, match="needs a cost model"):
+        fuse(c, None)
