@@ -248,7 +248,9 @@ extern "C" __global__ void oz_split(
                 for (int c = 0; c < CH / 4; ++c) w[c] = 0u;
 #pragma unroll
                 for (int c = 0; c < CH; ++c) {
-                    double t = trunc(rem[c]);
+                    // round to nearest (ties to even, as np.rint), clipped to the INT8 slice
+                    // range: the CPU's split_rows, bit for bit
+                    double t = fmin(fmax(rint(rem[c]), -(radix - 1.0)), radix - 1.0);
                     w[c / 4] |= ((unsigned int)(int)t & 0xffu) << (8 * (c %% 4));
                     rem[c] = (rem[c] - t) * radix;  // exact; unused after the last slice
                 }

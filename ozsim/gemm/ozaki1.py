@@ -14,9 +14,16 @@ The algorithm, for ``C = A @ B`` with ``A`` (m, k), ``B`` (k, n) complex128:
    exponent ``e = floor(log2(mx)) + 1`` from its largest magnitude ``mx`` over real *and* imaginary
    parts (one shared exponent per complex row/column), so every scaled scalar ``x * 2**-e`` lies in
    (-1, 1). ``np.ldexp`` does the scaling exactly, subnormals and huge exponents included.
-2. *Splitting* (Alg. 3). The scaled value is cut into ``s`` slices of ``b`` bits by truncation:
-   ``x_1 = trunc(x * 2**b)``, then the remainder again. Every step is exact in FP64 and every
-   slice is an integer with ``|slice| <= 2**b - 1 <= 127``: an INT8.
+2. *Splitting* (Alg. 3). The scaled value is cut into ``s`` slices of ``b`` bits, each the
+   nearest integer (ties to even) clipped to ``[-(2**b - 1), 2**b - 1]``:
+   ``x_1 = clip(rint(x * 2**b))``, then the remainder again. Every step is exact in FP64, every
+   slice is an INT8, and each remainder is below 1 in magnitude (at most 1/2 unless clipped),
+   so ``s`` slices represent the scaled value to within ``2**(-s b)``. Rounding rather than
+   truncating (the ozIMMU paper's split) gives the later slices both signs, so the slice
+   products the scheme drops (``i + j > s + 1``) are not correlated with the product: with
+   truncation every dropped term has the sign of the value and each GEMM shrinks the result by
+   about ``2**-53``, a bias that adds up linearly over a circuit's gates
+   (``benchmarks/accuracy/slice_bias.py`` measures it).
    ``b = min(7, floor((31 - ceil(log2 k)) / 2))``, so that a length-k dot product of two slices,
    ``|sum| <= k * (2**b - 1)**2 < 2**31``, is exact in INT32.
 3. *Products* (Alg. 4). The ``s(s+1)/2`` slice products ``A_i B_j`` with ``i + j <= s + 1`` are
@@ -218,14 +225,15 @@ def split_rows(x, exps, num_splits: int, bits: int, *, reverse: bool = False, dt
     rows, k = x.shape
     out = xp.empty((2 * rows, num_splits, k), dtype=dtype)
     scale = (bits - exps)[:, None]
+    lim = (1 << bits) - 1
     for half, part in enumerate((x.real, x.imag)):
         r = xp.ldexp(part, scale)  # exact: x * 2**(b - e), |r| < 2**b
         dst = out[half * rows : (half + 1) * rows]
         for i in range(num_splits):
-            q = xp.trunc(r)
+            q = xp.clip(xp.rint(r), -lim, lim)
             dst[:, num_splits - 1 - i if reverse else i, :] = q
             if i + 1 < num_splits:
-                r -= q  # exact: the fractional part
+                r -= q  # exact: the remainder, |r - q| < 1
                 r *= 1 << bits  # exact: a power of two
     return out
 
@@ -306,13 +314,14 @@ def split_columns(b, exps, num_splits: int, bits: int, dtype=np.float64):
     k, n = b.shape
     out = np.empty((num_splits, k, 2 * n), dtype=dtype)
     scale = (bits - exps)[None, :]
+    lim = (1 << bits) - 1
     for half, part in enumerate((b.real, b.imag)):
         r = np.ldexp(part, scale)  # exact, |r| < 2**b
         for i in range(num_splits):
-            q = np.trunc(r)
+            q = np.clip(np.rint(r), -lim, lim)
             out[num_splits - 1 - i, :, half * n : (half + 1) * n] = q
             if i + 1 < num_splits:
-                r -= q  # exact: the fractional part
+                r -= q  # exact: the remainder, |r - q| < 1
                 r *= 1 << bits  # exact: a power of two
     return out.reshape(num_splits * k, 2 * n)
 
