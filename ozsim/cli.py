@@ -1,4 +1,4 @@
-"""The ``ozsim`` command line: ``ozsim run``, ``ozsim info``.
+"""The ``ozsim`` command line: ``ozsim run``, ``ozsim check``, ``ozsim info``.
 
 Bad input (a missing or malformed file, an unsupported operation, an unknown backend, too little
 memory, no GPU when one was asked for) exits with status 2 and one line on stderr, no traceback.
@@ -52,6 +52,49 @@ def _parser() -> argparse.ArgumentParser:
         help="write the result: .json (summary, counts, probabilities > 1e-12) or .npy (amplitudes)",
     )
     run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    run.add_argument(
+        "--fusion-max-qubits",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fuse gates into blocks of at most N qubits (0: no fusion; default: cost model)",
+    )
+
+    chk = sub.add_parser(
+        "check",
+        help="compare backends' amplitudes with a double-double reference",
+        description="Run the circuit with each backend and once in double-double (~106 bits, on "
+        "the CPU) and print, per backend: the relative error of Re<0...0|psi> (the ozIMMU "
+        "paper's metric), the max relative error over amplitudes with |psi_dd| >= "
+        "FLOOR * ||psi_dd|| / sqrt(2^N), the normwise relative error, 1 - fidelity, the splits "
+        "chosen and the time.",
+    )
+    chk.add_argument("circuit", help="path to a .qasm file (OpenQASM 2 or 3)")
+    chk.add_argument(
+        "--backends",
+        default="zgemm,int8-auto",
+        help="comma list of zgemm, int8x{s} (s = 3..18), int8-auto, int8-auto:T=<bits> "
+        "(default: zgemm,int8-auto)",
+    )
+    chk.add_argument(
+        "-T",
+        default="1",
+        help="INT8-AUTO threshold(s) in bits for a plain int8-auto, comma list: -T 0,1 gives one "
+        "row per value (default: 1)",
+    )
+    chk.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                     help="where the backends run; the reference always runs on the CPU")
+    chk.add_argument(
+        "--fusion-max-qubits",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fusion of the backend runs, as for ozsim run (0: every gate its own GEMM, as in "
+        "the ozIMMU paper; default: cost model); the reference applies the unfused gates",
+    )
+    chk.add_argument("--floor", type=float, default=1e-3,
+                     help="magnitude floor factor of the max relative error (default: 1e-3)")
+    chk.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
     sub.add_parser("info", help="print versions and devices")
     return p
@@ -67,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "check":
+            return _check(args)
         return _info()
     except (OzsimError, ValueError, TypeError, OSError, MemoryError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
@@ -81,10 +126,17 @@ def _run(args) -> int:
         raise ValueError(f"--shots must be >= 0, got {args.shots}")
     if args.output and Path(args.output).suffix not in (".json", ".npy"):
         raise ValueError(f"--output must end in .json or .npy, got {args.output!r}")
-    sim = Simulator(backend=args.backend, T=args.T, device=args.device, seed=args.seed)
+    sim = Simulator(
+        backend=args.backend,
+        T=args.T,
+        device=args.device,
+        seed=args.seed,
+        max_fused_qubits=args.fusion_max_qubits,
+    )
     from .interop.qiskit import load_qasm
 
     circuit = load_qasm(args.circuit)
+    shots = args.shots or None
     show_bar = not args.no_progress and sys.stderr.isatty() and (
         circuit.num_qubits >= 18 or circuit.num_gates >= 500
     )
@@ -93,23 +145,56 @@ def _run(args) -> int:
 
         with Progress(transient=True) as bar:
             task = bar.add_task(f"{circuit.name}", total=circuit.num_gates)
-            result = sim.run(circuit, progress=lambda done, total: bar.update(task, completed=done))
+            result = sim.run(
+                circuit, shots, progress=lambda done, total: bar.update(task, completed=done)
+            )
     else:
-        result = sim.run(circuit)
-    counts = result.sample_counts(args.shots) if args.shots else None
-    print(_summary(circuit, result, counts, args.top))
+        result = sim.run(circuit, shots)
+    print(_summary(circuit, result, result.counts, args.top))
     if args.output:
-        _write_output(Path(args.output), circuit, result, counts)
+        if Path(args.output).suffix == ".npy" and result.metadata["mode"] == "trajectories":
+            raise ValueError("--output .npy needs a final state; this circuit has mid-circuit "
+                             "operations: use --output result.json for its counts")
+        _write_output(Path(args.output), circuit, result, result.counts)
         print(f"wrote {args.output}")
+    return 0
+
+
+def _check(args) -> int:
+    from .accuracy import check, parse_backend_specs
+    from .interop.qiskit import load_qasm
+    from .reference import check_reference_fits, reference_macs
+
+    specs = parse_backend_specs(args.backends, args.T.split(","))  # bad names: exit 2, no parse
+    circuit = load_qasm(args.circuit)
+    check_reference_fits(circuit.num_qubits)
+    est = reference_macs(circuit) / 5e7
+    if est > 60 and not args.json:
+        print(f"ozsim: the double-double reference will take about {est / 60:.0f} min on one core",
+              file=sys.stderr)
+    report = check(circuit, specs, device=args.device, floor_factor=args.floor,
+                   max_fused_qubits=args.fusion_max_qubits)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.format_table())
     return 0
 
 
 def _summary(circuit, result, counts, top: int) -> str:
     md = result.metadata
     splits = ", ".join(f"{k}: {v}" for k, v in md["splits"].items()) or "none"
+    fusion = md["fusion"]
+    fusion_text = (
+        "off" if fusion["max_fused_qubits"] == 0 else
+        f"{fusion['gates_in']} gates -> {fusion['blocks_out']} blocks of <= "
+        f"{fusion['max_fused_qubits']} qubits ({fusion['chosen_by']}), sizes "
+        + ", ".join(f"{k}q: {v}" for k, v in fusion["block_sizes"].items())
+    )
     lines = [
-        f"circuit   {circuit.name}: {circuit.num_qubits} qubits, {md['num_gates']} gates"
+        f"circuit   {circuit.name}: {circuit.num_qubits} qubits, {circuit.num_gates} gates"
         f" ({_ops_text(circuit)})",
+        f"fusion    {fusion_text}",
         f"backend   {md['backend']}" + (f" (T = {md['T']:g} bits)" if md["backend"] == "int8-auto"
                                         else "") + f" on {md['device']}",
         f"splits    {{{splits}}} GEMMs" + (f", {md['fallbacks']} fell back to native ZGEMM"
@@ -117,17 +202,21 @@ def _summary(circuit, result, counts, top: int) -> str:
         f"time      {md['wall_time_s']:.3f} s",
         f"memory    {md['peak_memory_bytes'] / 2**20:.1f} MiB peak working memory",
     ]
-    probs = result.probabilities()
-    k = min(top, probs.size)
-    idx = np.argpartition(probs, -k)[-k:] if k else []
-    idx = sorted(idx, key=lambda i: -probs[i])
-    lines.append(f"top {k} probabilities (basis state, qubit 0 rightmost):")
-    for i in idx:
-        amp = result.statevector[i]
-        lines.append(
-            f"  |{i:0{circuit.num_qubits}b}>  {probs[i]:.6f}   amplitude {amp.real:+.6e} "
-            f"{amp.imag:+.6e}i"
-        )
+    if md["mode"] == "trajectories":
+        lines.append(f"mode      per-shot trajectories (mid-circuit measurements, resets or "
+                     f"conditions): {md['branches']} branches simulated")
+    else:
+        probs = result.probabilities()
+        k = min(top, probs.size)
+        idx = np.argpartition(probs, -k)[-k:] if k else []
+        idx = sorted(idx, key=lambda i: -probs[i])
+        lines.append(f"top {k} probabilities (basis state, qubit 0 rightmost):")
+        for i in idx:
+            amp = result.statevector[i]
+            lines.append(
+                f"  |{i:0{circuit.num_qubits}b}>  {probs[i]:.6f}   amplitude {amp.real:+.6e} "
+                f"{amp.imag:+.6e}i"
+            )
     if counts is not None:
         shots = sum(counts.values())
         lines.append(f"counts ({shots} shots, {len(counts)} outcomes):")
@@ -146,16 +235,19 @@ def _write_output(path: Path, circuit, result, counts) -> None:
     if path.suffix == ".npy":
         np.save(path, result.statevector)
         return
-    probs = result.probabilities()
-    nz = np.flatnonzero(probs > 1e-12)
     doc = {
         "circuit": circuit.name,
         "num_qubits": circuit.num_qubits,
         "metadata": {k: v for k, v in result.metadata.items() if k != "measurements"},
         "measurements": {str(q): c for q, c in result.metadata["measurements"].items()},
         "counts": counts,
-        "probabilities": {format(int(i), f"0{circuit.num_qubits}b"): float(probs[i]) for i in nz},
     }
+    if result.metadata["mode"] == "statevector":
+        probs = result.probabilities()
+        nz = np.flatnonzero(probs > 1e-12)
+        doc["probabilities"] = {
+            format(int(i), f"0{circuit.num_qubits}b"): float(probs[i]) for i in nz
+        }
     doc["metadata"]["splits"] = {str(k): v for k, v in doc["metadata"]["splits"].items()}
     path.write_text(json.dumps(doc, indent=2))
 

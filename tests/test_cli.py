@@ -73,10 +73,32 @@ def test_malformed_qasm_names_file_and_line(tmp_path, capsys):
 
 
 def test_unsupported_operation_exit_2(tmp_path, capsys):
-    f = tmp_path / "reset.qasm"
-    f.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\nh q[0];\nreset q[0];\n')
+    f = tmp_path / "opaque.qasm"
+    f.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nopaque magic(a) q;\nqreg q[2];\n'
+                 'h q[0];\nmagic(0.5) q[1];\n')
     assert main(["run", str(f)]) == 2
-    assert "reset" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "magic" in err and err.count("\n") == 1
+
+
+def test_mid_circuit_circuit_prints_counts(tmp_path, capsys):
+    f = tmp_path / "reset.qasm"
+    f.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\ncreg c[2];\nx q[0];\n'
+                 'measure q[0] -> c[0];\nreset q[0];\nmeasure q[0] -> c[1];\n')
+    assert main(["run", str(f), "--shots", "64", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "per-shot trajectories" in out and "counts (64 shots, 1 outcomes)" in out
+    assert "  01  64" in out  # c0 = 1 (x then measure), c1 = 0 (after reset)
+    assert main(["run", str(f), "--output", str(tmp_path / "psi.npy")]) == 2
+    assert "needs a final state" in capsys.readouterr().err
+
+
+def test_fusion_flag(capsys):
+    assert main(["run", str(BRICK), "--fusion-max-qubits", "0", "--backend", "zgemm"]) == 0
+    assert "fusion    off" in capsys.readouterr().out
+    assert main(["run", str(BRICK), "--fusion-max-qubits", "6", "--backend", "zgemm"]) == 0
+    out = capsys.readouterr().out
+    assert "blocks of <= 6 qubits (user)" in out
 
 
 def test_gpu_requested_without_gpu_exit_2(monkeypatch, capsys):
