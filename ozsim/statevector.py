@@ -30,7 +30,7 @@ import numpy as np
 
 from ._array import to_numpy
 from .errors import InsufficientMemoryError
-from .gemm import GemmInfo, PreparedOperand, parse_backend, zgemm
+from .gemm import GemmInfo, PreparedCRTOperand, PreparedOperand, parse_backend, zgemm
 from .gemm.ozaki1 import default_workspace_bytes
 
 __all__ = ["StateVector", "available_memory_bytes", "check_memory", "state_bytes"]
@@ -236,7 +236,13 @@ class StateVector:
 
 
 def gemm_prepare(matrix, backend: str):
-    """The A operand for :meth:`StateVector.apply`: a :class:`PreparedOperand` for INT8 backends
-    (exponents, loss histogram and slices computed once per gate), the matrix itself otherwise."""
+    """The A operand for :meth:`StateVector.apply`: a :class:`PreparedOperand` for the scheme I
+    INT8 backends (exponents, loss histogram and slices computed once per gate), a
+    :class:`~ozsim.gemm.PreparedCRTOperand` for scheme II (norm exponents, loss histogram and
+    the residues of every modulus computed once per gate), the matrix itself otherwise."""
     kind, _ = parse_backend(backend)
-    return matrix if kind == "zgemm" else PreparedOperand(matrix)
+    if kind == "zgemm":
+        return matrix
+    if kind.startswith("int8-crt"):
+        return PreparedCRTOperand(matrix)
+    return PreparedOperand(matrix)

@@ -2,14 +2,19 @@
 
 Backends (``backend=`` of :func:`zgemm`):
 
-============  ==========================================================================
-``zgemm``     native complex128 matmul (BLAS through NumPy on the CPU, cuBLAS on the GPU)
-``int8x{s}``  Ozaki scheme I over INT8 with ``s`` = 3..18 slices ([ozIMMU] Alg. 3-4, Sec. 4.4)
-``int8-auto`` INT8-AUTO: the fewest slices whose mean mantissa loss is ``<= T`` bits; native
-              ZGEMM when no ``s <= 18`` qualifies (reported as a fallback)
-============  ==========================================================================
+=================  ================================================================================
+``zgemm``          native complex128 matmul (BLAS through NumPy on the CPU, cuBLAS on the GPU)
+``int8x{s}``       Ozaki scheme I over INT8 with ``s`` = 3..18 slices ([ozIMMU] Alg. 3-4, Sec. 4.4)
+``int8-auto``      INT8-AUTO: the fewest slices whose mean mantissa loss is ``<= T`` bits; native
+                   ZGEMM when no ``s <= 18`` qualifies (reported as a fallback)
+``int8-crt{N}``    Ozaki scheme II over INT8 with ``N`` = 2..20 moduli: ``3 N`` exact INT8 GEMMs
+                   (Karatsuba) and a CRT reconstruction ([Ozaki2]; ``k <= 131071``)
+``int8-crt-auto``  scheme II with the fewest moduli whose mean mantissa loss is ``<= T`` bits for
+                   both operands; native ZGEMM when 20 moduli do not suffice (a fallback)
+=================  ================================================================================
 
-See :mod:`ozsim.gemm.ozaki1` for the algorithm, its exactness argument and ozsim's INT8-AUTO rule.
+See :mod:`ozsim.gemm.ozaki1` for the algorithm, its exactness argument and ozsim's INT8-AUTO rule,
+and :mod:`ozsim.gemm.ozaki2` for scheme II (CRT) and its loss rule.
 """
 
 from __future__ import annotations
@@ -33,35 +38,44 @@ from .ozaki1 import (
     analyse_rows,
     default_workspace_bytes,
 )
+from .ozaki2 import MAX_MODULI, MIN_MODULI, PreparedCRTOperand
 
 __all__ = [
     "zgemm",
     "GemmInfo",
     "parse_backend",
     "PreparedOperand",
+    "PreparedCRTOperand",
     "bits_per_slice",
     "BACKEND_HELP",
     "MIN_SPLITS",
     "MAX_SPLITS",
+    "MIN_MODULI",
+    "MAX_MODULI",
 ]
 
-BACKEND_HELP = "zgemm, int8-auto, or int8x{s} with s = 3..18"
+BACKEND_HELP = (
+    "zgemm, int8-auto, int8x{s} with s = 3..18, int8-crt-auto, or int8-crt{N} with N = 2..20"
+)
 _FIXED = re.compile(r"int8x(\d+)")
+_CRT = re.compile(r"int8-crt(\d+)")
 
 
 def parse_backend(backend: str) -> tuple[str, int | None]:
-    """Split a backend name into ``(kind, num_splits)``.
+    """Split a backend name into ``(kind, count)``.
 
     Returns:
-        ``("zgemm", None)``, ``("int8-auto", None)`` or ``("int8", s)``.
+        ``("zgemm", None)``, ``("int8-auto", None)``, ``("int8", s)`` (slices),
+        ``("int8-crt-auto", None)`` or ``("int8-crt", N)`` (moduli).
 
     Raises:
-        ValueError: an unknown name, or ``int8x{s}`` with ``s`` outside 3..18.
+        ValueError: an unknown name, ``int8x{s}`` with ``s`` outside 3..18, or ``int8-crt{N}``
+            with ``N`` outside 2..20.
     """
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a string, got {type(backend).__name__}")
     name = backend.strip().lower()
-    if name in ("zgemm", "int8-auto"):
+    if name in ("zgemm", "int8-auto", "int8-crt-auto"):
         return name, None
     m = _FIXED.fullmatch(name)
     if m:
@@ -69,6 +83,12 @@ def parse_backend(backend: str) -> tuple[str, int | None]:
         if not MIN_SPLITS <= s <= MAX_SPLITS:
             raise ValueError(f"backend {backend!r}: the number of splits must be in 3..18")
         return "int8", s
+    m = _CRT.fullmatch(name)
+    if m:
+        n = int(m.group(1))
+        if not MIN_MODULI <= n <= MAX_MODULI:
+            raise ValueError(f"backend {backend!r}: the number of moduli must be in 2..20")
+        return "int8-crt", n
     raise ValueError(f"unknown backend {backend!r}; expected {BACKEND_HELP}")
 
 
@@ -82,7 +102,11 @@ class GemmInfo:
         bits_per_slice: ``b`` (``None`` for native ZGEMM).
         mean_loss_a, mean_loss_b: mean mantissa loss in bits over the nonzero scalars of each
             operand at ``num_splits`` (``None`` where not computed: native, or fixed ``s``).
-        fallback: INT8-AUTO found no ``s <= 18`` within ``T`` and ran native ZGEMM.
+        fallback: INT8-AUTO found no ``s <= 18`` within ``T`` (``int8-crt-auto``: no ``N <= 20``)
+            and ran native ZGEMM.
+        num_moduli: Ozaki scheme II: moduli used (``None`` for the other backends).
+        kept_bits: scheme II: ``(gA, gB)``, the bits a row of A / a column of B keeps below its
+            scaling point (see :mod:`ozsim.gemm.ozaki2`).
     """
 
     backend: str
@@ -91,6 +115,8 @@ class GemmInfo:
     mean_loss_a: float | None = None
     mean_loss_b: float | None = None
     fallback: bool = False
+    num_moduli: int | None = None
+    kept_bits: tuple[int, int] | None = None
 
 
 def _check_operands(a, b, xp):
@@ -119,11 +145,12 @@ def zgemm(
     """Complex double-precision matrix product ``C = A @ B``, native or emulated.
 
     Args:
-        a: ``(m, k)`` complex128 (NumPy or CuPy), or a :class:`PreparedOperand` of one (a gate
-            matrix analysed once and reused).
+        a: ``(m, k)`` complex128 (NumPy or CuPy), or a :class:`PreparedOperand` /
+            :class:`PreparedCRTOperand` of one (a gate matrix analysed once and reused).
         b: ``(k, n)`` complex128, same library as ``a``; any strides.
-        backend: ``"zgemm"``, ``"int8-auto"`` or ``"int8x{s}"`` (s = 3..18); see the module doc.
-        T: INT8-AUTO's threshold on the mean mantissa loss, in bits (>= 0).
+        backend: ``"zgemm"``, ``"int8-auto"``, ``"int8x{s}"`` (s = 3..18), ``"int8-crt-auto"`` or
+            ``"int8-crt{N}"`` (N = 2..20); see the module doc.
+        T: the auto backends' threshold on the mean mantissa loss, in bits (>= 0).
         out: ``(m, n)`` complex128 to write into; must not overlap ``b``.
         check_finite: for ``"zgemm"``, scan the operands for NaN/Inf (the INT8 backends always
             detect them, for free, while scaling).
@@ -146,7 +173,7 @@ def zgemm(
     """
     kind, s = parse_backend(backend)
     prep = a if isinstance(a, PreparedOperand) else None
-    mat = prep.matrix if prep is not None else a
+    mat = a.matrix if isinstance(a, (PreparedOperand, PreparedCRTOperand)) else a
     xp = array_namespace(mat, b, out)
     _check_operands(mat, b, xp)
     if T < 0:
@@ -182,6 +209,17 @@ def zgemm(
             prep if prep is not None else mat, b, s, out=out, workspace_bytes=workspace_bytes
         )
         info = GemmInfo(backend, s, bits_per_slice(mat.shape[1]))
+    elif kind in ("int8-crt", "int8-crt-auto"):
+        from .ozaki2 import crt_zgemm
+
+        c, plan = crt_zgemm(a, b, None if kind == "int8-crt-auto" else s, T=T, out=out,
+                            workspace_bytes=workspace_bytes)
+        if plan is None:
+            info = GemmInfo(backend, None, fallback=True)
+            c = _native(mat, b, out, xp)
+        else:
+            info = GemmInfo(backend, None, None, plan.mean_loss_a, plan.mean_loss_b,
+                            num_moduli=plan.num_moduli, kept_bits=(plan.bits_a, plan.bits_b))
     else:
         if check_finite and not (bool(xp.isfinite(mat).all()) and bool(xp.isfinite(b).all())):
             raise NonFiniteError("GEMM operand has NaN or Inf entries")

@@ -1,0 +1,233 @@
+"""Ozaki scheme II (``int8-crt{N}``, ``int8-crt-auto``) against cuBLAS ZGEMM on the GPU.
+
+Run from the repository root on a machine with an NVIDIA GPU and CuPy::
+
+    PYTHONPATH=. python3 benchmarks/crt_bench.py --json benchmarks/results/crt_bench.json
+
+Sections (each row: median of ``--reps`` timed runs after one warm-up, CUDA events around the
+whole ``zgemm`` call, both operands' analysis and residues included):
+
+- square ``n x n x n`` (default 4096, 8192, 16384), Ozaki inputs ``(rand - 0.5) exp(phi randn)``
+  with phi = 1 (as ``gemm_bench.py``): cuBLAS ZGEMM (CuPy matmul), ``int8-crt-auto`` at each
+  ``--T`` and ``int8-crt{N}`` for each ``--fixed`` N. TFLOP/s = ``8 n**3 / t``; ``max rel err`` over
+  64 sampled entries (8 rows x 8 columns) against the exact product
+  (:func:`ozsim.testing.exact_zgemm`, integer arithmetic on the host, computed once per shape).
+- per-stage breakdown (CUDA events: analyse / residues A / residues B / INT8 GEMMs / reduce /
+  CRT) of one scheme II run per square shape.
+- state-vector GEMMs: a Haar ``2**d x 2**d`` gate times a Gaussian ``2**d x 2**(N-d)`` state.
+- brickwork circuits (``ozsim.gates.brickwork``, depth 4, fusion off: one GEMM per gate) through
+  ``Simulator``: wall time per circuit and the relative error of Re<0|psi> against the zgemm run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def _cp():
+    import cupy as cp
+
+    return cp
+
+
+def timed(fn, reps: int, warmup: int = 1) -> float:
+    """Median seconds of ``fn()`` over ``reps`` runs after ``warmup`` runs (CUDA events)."""
+    cp = _cp()
+    for _ in range(warmup):
+        fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
+    return statistics.median(times)
+
+
+def square_inputs(n, seed, phi=1.0):
+    cp = _cp()
+    rs = cp.random.RandomState(seed)
+
+    def part():
+        return (rs.random_sample((n, n)) - 0.5) * cp.exp(phi * rs.standard_normal((n, n)))
+
+    return part() + 1j * part(), part() + 1j * part()
+
+
+def state_inputs(num_qubits, d, seed):
+    cp = _cp()
+    from ozsim.gates.haar import haar_unitary
+
+    gate = cp.asarray(haar_unitary(1 << d, np.random.default_rng(seed)))
+    rs = cp.random.RandomState(seed)
+    shape = (1 << d, 1 << (num_qubits - d))
+    state = rs.standard_normal(shape) + 1j * rs.standard_normal(shape)
+    state *= 1.0 / np.sqrt(2.0 * (1 << num_qubits))
+    return gate, state
+
+
+def _backends(ts, fixed):
+    out = [("zgemm", None)]
+    out += [("int8-crt-auto", t) for t in ts]
+    out += [(f"int8-crt{n}", None) for n in fixed]
+    return out
+
+
+def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):
+    """Time each backend on ``a @ b``; rows of dicts (also printed)."""
+    cp = _cp()
+    from ozsim.gemm import _cuda, _cuda_crt, zgemm
+    from ozsim.testing import exact_zgemm, max_relative_error
+
+    m, k = a.shape
+    n = b.shape[1]
+    flops = 8.0 * m * n * k
+    rows_i = np.sort(rng.choice(m, size=min(8, m), replace=False))
+    cols_i = np.sort(rng.choice(n, size=min(8, n), replace=False))
+    t0 = time.perf_counter()
+    ref = exact_zgemm(a[cp.asarray(rows_i)].get(), b[:, cp.asarray(cols_i)].get())
+    t_ref = time.perf_counter() - t0
+    out = cp.empty((m, n), dtype=cp.complex128)
+    result, base = [], None
+    for backend, T in backends:
+        info = {}
+
+        def run(backend=backend, T=T, info=info):
+            _, gi = zgemm(a, b, backend=backend, T=1.0 if T is None else T, out=out,
+                          return_info=True)
+            info["gi"] = gi
+
+        t = timed(run, reps)
+        gi = info["gi"]
+        err = max_relative_error(out[cp.asarray(rows_i)][:, cp.asarray(cols_i)].get(), ref)
+        base = t if backend == "zgemm" else base
+        row = {"shape": label, "m": m, "k": k, "n": n, "backend": backend, "T": T,
+               "ms": 1e3 * t, "tflops": flops / t / 1e12, "speedup": base / t,
+               "moduli": gi.num_moduli, "kept_bits": gi.kept_bits, "fallback": gi.fallback,
+               "mean_loss": [gi.mean_loss_a, gi.mean_loss_b], "max_rel_err": err}
+        if gi.num_moduli:
+            row["stats"] = dict(_cuda_crt.last_stats)
+        result.append(row)
+        print(_fmt(row), flush=True)
+    if stages_backend:
+        backend, T = stages_backend
+        with _cuda.profile_stages() as st:
+            _, gi = zgemm(a, b, backend=backend, T=1.0 if T is None else T, out=out,
+                          return_info=True)
+        cp.cuda.Device().synchronize()
+        row = {"shape": label, "stages_of": backend if T is None else f"{backend} T={T:g}",
+               "moduli": gi.num_moduli, "stages_ms": dict(st)}
+        result.append(row)
+        print(f"  stages {row['stages_of']} (N={gi.num_moduli}): "
+              + ", ".join(f"{kk} {v:.2f} ms" for kk, v in st.items())
+              + f" | sum {sum(st.values()):.2f} ms", flush=True)
+    print(f"  [{label}: exact reference {t_ref:.1f} s]", flush=True)
+    return result
+
+
+def _fmt(r):
+    name = r["backend"] + ("" if r["T"] is None else f" T={r['T']:g}")
+    n = "fb" if r["fallback"] else (r["moduli"] or "-")
+    return (f"{r['shape']:>16} {name:>18} N={n!s:>2} {r['ms']:10.2f} ms {r['tflops']:8.2f} "
+            f"TFLOP/s  x{r['speedup']:5.2f}  err {r['max_rel_err']:.2e}")
+
+
+def bench_circuits(num_qubits, ds, depth, ts, fixed):
+    from ozsim.gates import brickwork
+    from ozsim.simulator import Simulator
+
+    rows = []
+    for d in ds:
+        circ = brickwork(num_qubits, depth, gate_qubits=d, seed=100 + d)
+        warm = brickwork(num_qubits - 4, depth, gate_qubits=d, seed=100 + d)
+        ref_amp, base = None, None
+        for backend, T in _backends(ts, fixed):
+            sim = Simulator(backend=backend, T=1.0 if T is None else T, device="gpu",
+                            max_fused_qubits=0)
+            sim.run(warm)
+            res = sim.run(circ)
+            md = res.metadata
+            amp = res.statevector[0]
+            if backend == "zgemm":
+                ref_amp, base = amp, md["wall_time_s"]
+            rel = abs(amp.real - ref_amp.real) / abs(ref_amp.real) if ref_amp.real else 0.0
+            row = {"N": num_qubits, "d": d, "gates": md["num_gates"], "backend": backend,
+                   "T": T, "seconds": md["wall_time_s"], "speedup": base / md["wall_time_s"],
+                   "fallbacks": md["fallbacks"], "rel_err_re0_vs_zgemm": rel}
+            rows.append(row)
+            name = backend + ("" if T is None else f" T={T:g}")
+            print(f"  circuit N={num_qubits} d={d:2d} {name:>18}: {md['wall_time_s']:8.3f} s "
+                  f"x{row['speedup']:5.2f} fallbacks {md['fallbacks']} "
+                  f"relerr(Re<0|psi>) {rel:.1e}", flush=True)
+            del res
+            _cp().get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--square", default="4096,8192,16384")
+    p.add_argument("--T", default="0,1", help="thresholds for int8-crt-auto")
+    p.add_argument("--fixed", default="14,15,16", help="fixed N for int8-crt{N}")
+    p.add_argument("--state-qubits", type=int, default=28)
+    p.add_argument("--state-d", default="8,9,10,11,12")
+    p.add_argument("--circuit-qubits", type=int, default=26)
+    p.add_argument("--circuit-d", default="8,9,10,11,12")
+    p.add_argument("--depth", type=int, default=4)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--json", default="benchmarks/results/crt_bench.json")
+    args = p.parse_args(argv)
+    cp = _cp()
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    ts = [float(x) for x in args.T.split(",") if x]
+    fixed = [int(x) for x in args.fixed.split(",") if x]
+    meta = {"gpu": gpu, "cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
+            "date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
+            "command": " ".join(sys.argv), "reps": args.reps, "flops": "8 m n k"}
+    out = {"meta": meta, "square": [], "state": [], "circuits": []}
+
+    def save():
+        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1, default=str)
+
+    print(f"GPU {gpu}, CuPy {cp.__version__}, CUDA runtime {meta['cuda_runtime']}", flush=True)
+    rng = np.random.default_rng(0)
+    for n in [int(x) for x in args.square.split(",") if x]:
+        a, b = square_inputs(n, seed=n)
+        stage_n = fixed[-1] if fixed else None
+        out["square"] += bench_gemm(f"square {n}", a, b, _backends(ts, fixed), args.reps, rng,
+                                    (f"int8-crt{stage_n}", None) if stage_n else None)
+        save()
+        del a, b
+        cp.get_default_memory_pool().free_all_blocks()
+    for d in [int(x) for x in args.state_d.split(",") if x]:
+        gate, state = state_inputs(args.state_qubits, d, seed=100 + d)
+        out["state"] += bench_gemm(f"N={args.state_qubits} d={d}", gate, state,
+                                   _backends(ts, fixed), args.reps, rng,
+                                   ("int8-crt-auto", 1.0) if d in (8, 12) else None)
+        save()
+        del gate, state
+        cp.get_default_memory_pool().free_all_blocks()
+    cds = [int(x) for x in args.circuit_d.split(",") if x]
+    if cds:
+        out["circuits"] = bench_circuits(args.circuit_qubits, cds, args.depth, ts, fixed[-1:])
+    save()
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

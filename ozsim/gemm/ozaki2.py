@@ -1,0 +1,706 @@
+"""Ozaki scheme II over INT8: a CRT-based emulated ZGEMM, written once against an array namespace.
+
+References:
+    [Ozaki2] K. Ozaki, Y. Uchino, T. Imamura, "Ozaki Scheme II: A GEMM-oriented emulation of
+        floating-point matrix multiplication using an integer modular technique" (2025,
+        arXiv:2504.08009): scaling to integers, one exact GEMM per modulus, CRT reconstruction.
+    [Uchino-complex] Y. Uchino, K. Ozaki, T. Imamura, complex GEMM emulation based on Ozaki
+        scheme II (Karatsuba's three products per modulus; GEMMul8's ``zgemm``).
+    [ozIMMU] H. Ootomo, K. Ozaki, R. Yokota, IJHPCA 2024 (arXiv:2306.11975), Sec. 4.4: the
+        INT8-AUTO mantissa-loss rule that ``int8-crt-auto`` mirrors.
+
+The algorithm, for ``C = A @ B`` with ``A`` (m, k), ``B`` (k, n) complex128 and ``N`` moduli
+``p_1 .. p_N`` (:data:`MODULI`, pairwise coprime, ``<= 256``) whose product is ``P``:
+
+1. *Analysis.* Each row ``a`` of ``A`` (each column of ``B``), taken as the ``2k`` real scalars of
+   its real and imaginary parts, gets a *norm exponent* ``f`` with ``||a||_2 < 2**f``
+   (:func:`norm_exponents`: an exactly computed bound, see below). This is the Cauchy-Schwarz
+   scaling of [Ozaki2]'s fast mode applied to the complex row: for integer rows ``a'``, ``b'``
+   (real parts ``ar, br``, imaginary parts ``ai, bi``)
+   ``|Re a'b'| = |<(ar, ai), (br, -bi)>| <= ||a'|| ||b'||`` and likewise ``|Im a'b'|``.
+2. *Scaling to integers.* With bit budgets ``gA + gB = gamma(N)`` (:func:`kept_bits`, the
+   largest ``gamma`` with ``2**(gamma + 2) <= P``), ``a' = trunc(a * 2**(gA - f))`` (exact: a
+   power-of-two scaling, then truncation of an FP64 value). ``||a'|| <= ||a|| 2**(gA - f) <
+   2**gA``, so every real and imaginary part of the integer product ``C' = A' B'`` satisfies
+   ``|C'_ij| < 2**(gA + gB) <= P / 4``: ``C'`` is determined by its residues modulo ``P``, with a
+   margin of ``P / 4`` that step 5 uses.
+3. *Residues.* For each modulus ``p``: symmetric residues of ``Re A'``, ``Im A'`` and, for
+   Karatsuba, of ``Re A' + Im A'`` (formed from the two residues and reduced again), each in
+   ``[-(p // 2), (p - 1) // 2]`` (``[-128, 127]`` for 256, ``[-127, 127]`` for odd ``p``): INT8.
+   ``A'`` has up to ``gA`` bits, more than FP64 integers hold past ``2**53``, so it is kept as
+   exact 52-bit pieces ``a' = sum_j piece_j 2**(52 j)`` and its residue is
+   ``sum_j (piece_j mod p) (2**(52 j) mod p) mod p`` (:func:`sym_mod`, exact integer FP64
+   steps). The A operand's residues are pre-multiplied by ``q_p = (P/p)**-1 mod p`` (the CRT
+   weight), which costs nothing per product since the gate operand is cached.
+4. *Products* (Karatsuba, [Uchino-complex]): per modulus three exact integer GEMMs
+   ``T1 = Ar Br``, ``T2 = Ai Bi``, ``T3 = (Ar + Ai)(Br + Bi)`` of residue matrices, then
+   ``u_re = (T1 - T2) mod p`` and ``u_im = (T3 - T1 - T2) mod p`` in ``[0, p)``: the residues of
+   ``q_p Re C'`` and ``q_p Im C'``. Each INT8 GEMM sums ``k`` products of magnitude ``<= 2**14``:
+   exact in INT32 for ``k <= MAX_K = 2**17 - 1``; on the CPU they run in FP32 BLAS where
+   ``k * 2**14 <= 2**24`` (every partial sum an integer below ``2**24``: exact in any order) and
+   in FP64 BLAS otherwise (below ``2**53``).
+5. *CRT reconstruction* (exact, then one rounding): ``C' = S - Q P`` with
+   ``S = sum_p u_p (P/p)`` and ``Q = round(S / P)``. ``S / P = sum_p u_p / p`` is computed in FP64
+   with absolute error below ``2**-43``; since ``|C'| < P / 4``, ``S / P`` lies within 1/4 of the
+   integer ``Q``, so ``Q = rint(sum_p u_p * fl(1/p))`` is exact whatever the summation order or
+   FMA use. ``P/p`` and ``P`` are held as base-``2**40`` digits (:data:`LIMB_BITS`); the limb sums
+   ``D_c = sum_p u_p (P/p)_c - Q P_c`` are integers below ``20 * 255 * 2**40 < 2**53``: exact in
+   FP64 in any order. A carry pass (``rint``, exact) makes the lower digits balanced
+   (``|D_c| <= 2**39``), and ``C' = sum_c D_c 2**(40 c)`` is summed from the lowest digit up: each
+   term is exact, so the result is within 2 ulps of ``C'`` (typically correctly rounded;
+   ``tests/test_ozaki2.py`` checks it against Python integers). Finally ``C = ldexp(C', fA_i +
+   fB_j - gA - gB)``.
+
+Every step is exact integer arithmetic in FP64 (or FP32) until the one conversion of the exact
+``C'``; the multiplications by powers of two are exact, so fused multiply-adds give the same bits
+as separate operations: results do not depend on the BLAS, the blocking of B or the device.
+The only error is the truncation in step 2: with every scalar of both operands kept in full
+(zero mantissa loss below) the result is the exact product to within 2 ulps per part.
+
+The norm bound of step 1 (:func:`norm_exponents`), exact and order-independent: with ``e`` the
+row's ozIMMU exponent (``max(|Re|, |Im|) < 2**e``), each scalar is rounded *up* to a multiple of
+``2**(e - 13)``: ``q = ceil(|x| 2**(13 - e)) <= 2**13``; ``S = sum q**2`` is an integer below
+``2k * 2**26 <= 2**53`` (any order), and ``f = e - 13 + ceil(bitlength(S) / 2)`` gives
+``||a||**2 <= S 4**(e - 13) < 4**f``. (A scalar whose ``q`` underflows to 0 is below ``2**-1074``
+times the row maximum; the strict inequality's slack of one unit of ``S`` covers it.)
+
+Mantissa loss (``int8-crt-auto``). A nonzero real scalar ``x`` whose leading bit lies ``d`` bits
+below its row's scaling point ``2**f`` (``d = f - floor(log2|x|) - 1 >= 0``) loses
+``max(0, d + 1 + 53 - g)`` bits when its row keeps ``g`` bits (``gA`` for A, ``gB`` for B): its bits
+below the row's scaling point plus its 53-bit significand, minus the bits the integer scaling
+keeps, the INT8-AUTO rule of :mod:`ozsim.gemm.ozaki1` with ``s*b`` replaced by ``g`` (so ``T``
+means the same: like ozIMMU's rule it counts one bit more than strictly lost, erring on the safe
+side). Means are over the *nonzero* scalars of each operand separately (ozsim's correction, see
+:mod:`ozsim.gemm.ozaki1`). ``int8-crt-auto`` computes the fewest bits ``gA*``, ``gB*`` whose means
+are ``<= T`` and picks the fewest ``N`` in 2..20 with ``gamma(N) >= gA* + gB*``; the surplus bits
+are shared evenly (A gets the odd one). If even ``N = 20`` is short it falls back to native ZGEMM.
+Note what ``T = 0`` asks: *every* nonzero scalar kept in full, i.e. the exact product; for dense
+inputs with a wide spread of magnitudes within a row that can need more than 20 moduli.
+Fixed ``int8-crt{N}`` splits ``gamma(N)`` evenly (``gA = ceil(gamma/2)``).
+
+The moduli (:data:`MODULI`): the greedy sequence of the largest pairwise coprime integers
+``<= 256``: 256, 255 = 3*5*17, 253 = 11*23, 251, 247 = 13*19, 241, 239, 233, 229, 227, 223,
+217 = 7*31, 211, 199, 197, 193, 191, 181, 179, 173 (log2 P = 8.0, 16.0, ..., 155.4 bits for
+N = 1..20; ``gamma(N)`` = 13, 21, ..., 153 bits for N = 2..20).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import numpy as np
+
+from .._array import array_namespace
+from .ozaki1 import (
+    _MAX_EXP_DIFF,
+    SIGNIFICAND_BITS,
+    PreparedOperand,
+    default_workspace_bytes,
+    loss_histogram,
+    row_exponents,
+)
+
+__all__ = [
+    "LIMB_BITS",
+    "MAX_K",
+    "MAX_MODULI",
+    "MIN_MODULI",
+    "MODULI",
+    "CRTPlan",
+    "PreparedCRTOperand",
+    "analyse_columns",
+    "analyse_rows",
+    "bits_needed",
+    "check_inner_dimension",
+    "choose_plan",
+    "crt_constants",
+    "crt_reconstruct",
+    "crt_zgemm",
+    "fixed_plan",
+    "int8_crt_zgemm",
+    "kept_bits",
+    "mean_loss",
+    "norm_exponents",
+    "residues",
+    "scaled_pieces",
+    "sym_mod",
+]
+
+#: Pairwise coprime moduli, largest first (module docstring); ``int8-crt{N}`` uses the first N.
+MODULI = (256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
+          223, 217, 211, 199, 197, 193, 191, 181, 179, 173)
+MIN_MODULI = 2
+MAX_MODULI = len(MODULI)
+#: Largest inner dimension: ``k * 128**2 < 2**31`` keeps every INT8 product exact in INT32.
+MAX_K = 2**17 - 1
+#: Bits per digit of the CRT constants (``20 * 255 * 2**40 < 2**53``: exact FP64 limb sums).
+LIMB_BITS = 40
+#: Bits per exact piece of a scaled integer (``sym_mod`` needs ``|x| <= 2**52``).
+PIECE_BITS = 52
+#: Fraction bits of the rounded-up magnitudes in the norm bound (``2k * 4**13 <= 2**53``).
+NORM_FRAC_BITS = 13
+
+
+def _check_moduli() -> None:
+    for i, p in enumerate(MODULI):
+        assert 2 <= p <= 256
+        for q in MODULI[:i]:
+            assert math.gcd(p, q) == 1, (p, q)
+
+
+_check_moduli()
+
+
+@dataclass(frozen=True)
+class CRTConstants:
+    """The constants of ``N`` moduli (exact integers and their FP64 digits).
+
+    Attributes:
+        moduli: ``p_1 .. p_N``.
+        P: their product (Python int).
+        gamma: :func:`kept_bits` (``2**(gamma + 2) <= P``).
+        weights: ``q_p = (P/p)**-1 mod p`` per modulus.
+        inv_p: ``(N,)`` float64, ``fl(1/p)``.
+        limbs_M: ``(N, L)`` float64: base-``2**40`` digits of ``P/p``, lowest first.
+        limbs_P: ``(L,)`` float64: digits of ``P``.
+        hi, lo: ``(p - 1) // 2`` and ``-(p // 2)``: the symmetric residue range, per modulus.
+    """
+
+    moduli: tuple[int, ...]
+    P: int
+    gamma: int
+    weights: tuple[int, ...]
+    inv_p: np.ndarray
+    limbs_M: np.ndarray
+    limbs_P: np.ndarray
+
+    @property
+    def num_limbs(self) -> int:
+        return self.limbs_P.size
+
+
+def _digits(x: int, count: int) -> list[float]:
+    mask = (1 << LIMB_BITS) - 1
+    return [float((x >> (LIMB_BITS * c)) & mask) for c in range(count)]
+
+
+@functools.cache
+def crt_constants(num_moduli: int) -> CRTConstants:
+    """:class:`CRTConstants` of the first ``num_moduli`` entries of :data:`MODULI`.
+
+    Raises:
+        ValueError: ``num_moduli`` outside 2..20.
+    """
+    if not MIN_MODULI <= num_moduli <= MAX_MODULI:
+        raise ValueError(f"the number of moduli must be in {MIN_MODULI}..{MAX_MODULI}, "
+                         f"got {num_moduli}")
+    mods = MODULI[:num_moduli]
+    P = math.prod(mods)
+    L = -(-P.bit_length() // LIMB_BITS)
+    weights = tuple(pow(P // p, -1, p) for p in mods)
+    return CRTConstants(
+        moduli=mods,
+        P=P,
+        gamma=P.bit_length() - 3,
+        weights=weights,
+        inv_p=np.array([1.0 / p for p in mods]),
+        limbs_M=np.array([_digits(P // p, L) for p in mods]),
+        limbs_P=np.array(_digits(P, L)),
+    )
+
+
+def kept_bits(num_moduli: int) -> int:
+    """``gamma(N)``: the bits ``gA + gB`` that ``N`` moduli allow (``2**(gamma + 2) <= P``)."""
+    return crt_constants(num_moduli).gamma
+
+
+# -- analysis -------------------------------------------------------------------------------------
+def norm_exponents(x, exps, xp: ModuleType | None = None):
+    """Exponents ``f`` with ``||row||_2 < 2**f`` over the 2k real scalars of each row (exact).
+
+    Args:
+        x: ``(rows, k)`` complex128, any strides.
+        exps: ``(rows,)`` int32 from :func:`ozsim.gemm.ozaki1.row_exponents`.
+
+    Returns:
+        ``(rows,)`` int32; 0 for an all-zero row. See the module docstring for the bound.
+    """
+    xp = xp or array_namespace(x)
+    sh = (NORM_FRAC_BITS - exps)[:, None]
+    s = xp.zeros(x.shape[0], dtype=xp.float64)
+    for part in (x.real, x.imag):
+        q = xp.ceil(xp.ldexp(xp.abs(part), sh))  # exact; <= 2**13
+        s += (q * q).sum(axis=1)  # integers below 2**53: exact in any order
+    _, bl = xp.frexp(s)  # bit length of the integer s (0 for s = 0)
+    f = exps - NORM_FRAC_BITS + (bl + 1) // 2
+    return xp.where(s > 0, f, 0).astype(xp.int32)
+
+
+def analyse_rows(x, block_rows: int | None = None, *, histogram: bool = True):
+    """Norm exponents and (optionally) the loss histogram of the rows of ``x``, blockwise.
+
+    Args:
+        x: ``(rows, k)`` complex128 (``b.T`` for the columns of B).
+        block_rows: rows per block (bounds temporaries, ~40 bytes a scalar); ``None``: all.
+
+    Returns:
+        ``(f, hist)``: :func:`norm_exponents` and the histogram of ``d = f - floor(log2|x|) - 1``
+        over the nonzero real scalars (:func:`ozsim.gemm.ozaki1.loss_histogram` against ``f``),
+        or ``None`` without ``histogram``.
+
+    Raises:
+        NonFiniteError: NaN or Inf in ``x``.
+    """
+    xp = array_namespace(x)
+    rows = x.shape[0]
+    block_rows = rows if block_rows is None else max(1, int(block_rows))
+    f = xp.empty(rows, dtype=xp.int32)
+    hist = xp.zeros(_MAX_EXP_DIFF + 1, dtype=xp.int64) if histogram else None
+    for i0 in range(0, rows, block_rows):
+        blk = x[i0 : i0 + block_rows]
+        fb = norm_exponents(blk, row_exponents(blk, xp), xp)
+        f[i0 : i0 + block_rows] = fb
+        if histogram:
+            hist += loss_histogram(blk, fb, xp)
+    return f, hist
+
+
+def _host(hist) -> np.ndarray:
+    return np.asarray(hist.get() if hasattr(hist, "get") else hist, dtype=np.float64)
+
+
+def mean_loss(hist, kept: int) -> float:
+    """Mean mantissa loss in bits, ``max(0, d + 1 + 53 - kept)``, over the scalars in ``hist``.
+
+    0.0 when ``hist`` counts nothing (an all-zero operand).
+    """
+    h = _host(hist)
+    total = h.sum()
+    if total == 0:
+        return 0.0
+    d = np.arange(h.size)
+    return float((h * np.maximum(0, d + 1 + SIGNIFICAND_BITS - kept)).sum() / total)
+
+
+def bits_needed(hist, threshold: float, limit: int) -> int | None:
+    """The fewest kept bits ``g`` in ``0..limit`` with :func:`mean_loss` ``<= threshold``.
+
+    Returns ``None`` when even ``limit`` bits lose more than ``threshold`` on average.
+    """
+    h = _host(hist)
+    total = h.sum()
+    if total == 0:
+        return 0
+    d = np.arange(h.size)
+    g = np.arange(limit + 1)[:, None]
+    means = (h * np.maximum(0, d + 1 + SIGNIFICAND_BITS - g)).sum(axis=1) / total
+    ok = np.nonzero(means <= threshold)[0]
+    return int(ok[0]) if ok.size else None
+
+
+@dataclass(frozen=True)
+class CRTPlan:
+    """How one scheme II GEMM runs.
+
+    Attributes:
+        num_moduli: ``N``.
+        bits_a, bits_b: ``gA``, ``gB``, the bits each row of A / column of B keeps below its
+            scaling point (``gA + gB = gamma(N)``).
+        mean_loss_a, mean_loss_b: mean mantissa loss over the nonzero scalars (``None`` for a
+            fixed ``N``, where the histograms are not computed).
+    """
+
+    num_moduli: int
+    bits_a: int
+    bits_b: int
+    mean_loss_a: float | None = None
+    mean_loss_b: float | None = None
+
+
+def fixed_plan(num_moduli: int) -> CRTPlan:
+    """``int8-crt{N}``: ``gamma(N)`` split evenly, the odd bit to A."""
+    g = kept_bits(num_moduli)
+    return CRTPlan(num_moduli, g - g // 2, g // 2)
+
+
+def choose_plan(hist_a, hist_b, threshold: float) -> CRTPlan | None:
+    """``int8-crt-auto``: the fewest moduli whose bit budget keeps both mean losses ``<= T``.
+
+    Args:
+        hist_a, hist_b: loss histograms of A's rows and B's columns (:func:`analyse_rows`).
+        threshold: ``T`` in bits (>= 0).
+
+    Returns:
+        The :class:`CRTPlan`, or ``None`` when 20 moduli do not suffice (fall back to native).
+    """
+    limit = kept_bits(MAX_MODULI)
+    ga, gb = bits_needed(hist_a, threshold, limit), bits_needed(hist_b, threshold, limit)
+    if ga is None or gb is None:
+        return None
+    for n in range(MIN_MODULI, MAX_MODULI + 1):
+        g = kept_bits(n)
+        if g >= ga + gb:
+            surplus = g - ga - gb
+            ga2 = ga + surplus - surplus // 2
+            gb2 = g - ga2
+            return CRTPlan(n, ga2, gb2, mean_loss(hist_a, ga2), mean_loss(hist_b, gb2))
+    return None
+
+
+# -- scaling and residues -------------------------------------------------------------------------
+def sym_mod(x, p: int, xp: ModuleType = np):
+    """Symmetric residue of integer-valued FP64 ``x`` (``|x| <= 2**52``) modulo ``p``, exactly.
+
+    Returns values in ``[-(p // 2), (p - 1) // 2]`` (same dtype). ``q = rint(x * fl(1/p))`` is
+    within 1 of ``round(x / p)`` (relative error ``< 2**-52`` on a quotient below ``2**45``);
+    ``q * p`` and ``x - q * p`` are integers below ``2**53`` (exact), and one correction step by
+    ``p`` lands in the range.
+    """
+    r = x - xp.rint(x * (1.0 / p)) * p
+    r -= p * (r > (p - 1) // 2)
+    r += p * (r < -(p // 2))
+    return r
+
+
+def scaled_pieces(x, shift, bits: int, xp: ModuleType | None = None):
+    """Exact 52-bit pieces of ``trunc(x * 2**shift)``, an integer below ``2**bits``.
+
+    Args:
+        x: real float64 array (a real or imaginary part), any shape.
+        shift: int32 array broadcasting against ``x`` (``bits - f`` per row or column).
+        bits: the kept bits ``g``; ``|x * 2**shift| < 2**bits`` must hold.
+
+    Returns:
+        ``(J,) + x.shape`` float64 with ``J = ceil(bits / 52)`` (at least 1):
+        ``trunc(x 2**shift) = sum_j pieces[j] 2**(52 j)``, ``|pieces[j]| < 2**52``, all of one
+        sign.
+    """
+    xp = xp or array_namespace(x)
+    v = xp.trunc(xp.ldexp(x, shift))  # exact: power-of-two scaling, then truncation
+    npieces = max(1, -(-bits // PIECE_BITS))
+    out = xp.empty((npieces,) + tuple(x.shape), dtype=xp.float64)
+    for j in range(npieces - 1, 0, -1):
+        hi = xp.trunc(xp.ldexp(v, -PIECE_BITS * j))  # exact, |hi| < 2**52
+        out[j] = hi
+        v = v - xp.ldexp(hi, PIECE_BITS * j)  # exact: the bits of v below 2**(52 j)
+    out[0] = v
+    return out
+
+
+def _piece_weights(p: int, npieces: int) -> list[int]:
+    return [((1 << (PIECE_BITS * j)) % p + p // 2) % p - p // 2 for j in range(npieces)]
+
+
+def residues(pieces_re, pieces_im, p: int, weight: int = 1, xp: ModuleType | None = None):
+    """Symmetric residues ``[Re, Im, Re + Im]`` of ``weight * x'`` modulo ``p``.
+
+    Args:
+        pieces_re, pieces_im: :func:`scaled_pieces` of the real and imaginary parts.
+        p: the modulus.
+        weight: a factor folded into the residues (the CRT weight ``q_p`` for A; 1 for B).
+
+    Returns:
+        ``(3,) + shape`` float64, integers in ``[-(p // 2), (p - 1) // 2]``.
+    """
+    xp = xp or array_namespace(pieces_re)
+    ws = [w * weight for w in _piece_weights(p, pieces_re.shape[0])]
+    out = xp.empty((3,) + tuple(pieces_re.shape[1:]), dtype=xp.float64)
+    for t, pieces in enumerate((pieces_re, pieces_im)):
+        acc = None
+        for j in range(pieces.shape[0]):
+            w = ws[j] % p
+            w = w - p if w > (p - 1) // 2 else w
+            if w == 0:
+                continue
+            term = sym_mod(pieces[j], p, xp) * w  # |term| <= 2**14: exact
+            acc = term if acc is None else acc + term
+        out[t] = 0.0 if acc is None else sym_mod(acc, p, xp)
+    out[2] = sym_mod(out[0] + out[1], p, xp)  # Karatsuba's Re + Im, exact
+    return out
+
+
+# -- CRT reconstruction ---------------------------------------------------------------------------
+class _CRTAccumulator:
+    """Streams the moduli in: ``Q`` estimate and the base-``2**40`` digit sums (module doc, step 5).
+
+    Args:
+        const: :class:`CRTConstants`.
+        shape: shape of the result.
+    """
+
+    def __init__(self, const: CRTConstants, shape, xp: ModuleType):
+        self.const, self.xp = const, xp
+        self.qsum = xp.zeros(shape, dtype=xp.float64)
+        self.limbs = xp.zeros((const.num_limbs,) + tuple(shape), dtype=xp.float64)
+
+    def add(self, index: int, u) -> None:
+        """Add ``u_p`` in ``[0, p)`` (integer-valued float64) of modulus ``index``."""
+        c = self.const
+        self.qsum += u * c.inv_p[index]
+        for i in range(c.num_limbs):
+            mi = c.limbs_M[index, i]
+            if mi:
+                self.limbs[i] += u * mi  # exact: integers below 2**53
+
+    def finish(self):
+        """``C'`` rounded to FP64 (within 2 ulps), an array of ``shape``."""
+        xp, c = self.xp, self.const
+        q = xp.rint(self.qsum)  # exact quotient (|C'| < P/4)
+        d = self.limbs
+        for i in range(c.num_limbs):
+            d[i] -= q * c.limbs_P[i]  # exact
+        radix = float(1 << LIMB_BITS)
+        for i in range(c.num_limbs - 1):  # balanced digits, exact
+            carry = xp.rint(d[i] * (1.0 / radix))
+            d[i] -= carry * radix
+            d[i + 1] += carry
+        v = d[0].copy()
+        for i in range(1, c.num_limbs):
+            v = d[i] * float(1 << (LIMB_BITS * i)) + v  # d * 2**(40 i) exact; one rounding
+        return v
+
+
+def crt_reconstruct(u, num_moduli: int):
+    """``C'`` from its residues: the integer in ``(-P/4, P/4)`` congruent to ``u_p`` mod each ``p``.
+
+    Args:
+        u: ``(N, ...)`` integer-valued float64, ``u[l]`` in ``[0, p_l)``: residues of ``q_p C'``
+            (the CRT weight already applied, as the GEMM's A residues do).
+        num_moduli: ``N``.
+
+    Returns:
+        FP64 array of shape ``u.shape[1:]``, within 2 ulps of ``C'``.
+    """
+    xp = array_namespace(u)
+    acc = _CRTAccumulator(crt_constants(num_moduli), u.shape[1:], xp)
+    for i in range(num_moduli):
+        acc.add(i, u[i])
+    return acc.finish()
+
+
+# -- the prepared A operand -----------------------------------------------------------------------
+@dataclass
+class PreparedCRTOperand:
+    """The A operand of :func:`int8_crt_zgemm`, analysed once; residues cached per bit budget.
+
+    A gate matrix multiplies block after block of a state (and possibly many states): its norm
+    exponents, its loss histogram and its INT8 residues for every modulus are computed once.
+
+    Args:
+        matrix: ``(m, k)`` complex128, NumPy or CuPy.
+
+    Raises:
+        NonFiniteError: NaN or Inf in ``matrix``.
+    """
+
+    matrix: object
+    norm_exponents: object = field(init=False)
+    _hist: object = field(init=False, default=None, repr=False)
+    _residues: dict = field(init=False, default_factory=dict, repr=False)
+    _device_cache: dict = field(init=False, default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        gpu = _gpu_module() if array_namespace(self.matrix) is not np else None
+        if gpu is not None:  # pragma: no cover - GPU: fused kernels
+            self.norm_exponents, self._hist = gpu.analyse(self.matrix, histogram=False)
+            return
+        self.norm_exponents, self._hist = analyse_rows(self.matrix, histogram=False)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.matrix.shape)
+
+    @property
+    def histogram(self):
+        """Loss histogram of A's rows (:func:`analyse_rows`), computed on first use."""
+        if self._hist is None:
+            gpu = _gpu_module() if array_namespace(self.matrix) is not np else None
+            if gpu is not None:  # pragma: no cover - GPU
+                self._hist = gpu.analyse(self.matrix)[1]
+            else:
+                self._hist = analyse_rows(self.matrix)[1]
+        return self._hist
+
+    def residues(self, bits: int, num_moduli: int):
+        """``(N, 3, m, k)`` int8: for each modulus ``p``, ``q_p * [Ar, Ai, Ar + Ai] mod p``.
+
+        Cached by ``(bits, N)``; a request for fewer moduli with the same ``bits`` reuses a
+        larger entry (residues do not depend on ``N``).
+        """
+        for (b, n), r in self._residues.items():
+            if b == bits and n >= num_moduli:
+                return r[:num_moduli]
+        xp = array_namespace(self.matrix)
+        const = crt_constants(num_moduli)
+        shift = (bits - self.norm_exponents)[:, None]
+        pr = scaled_pieces(self.matrix.real, shift, bits, xp)
+        pi = scaled_pieces(self.matrix.imag, shift, bits, xp)
+        m, k = self.shape
+        out = xp.empty((num_moduli, 3, m, k), dtype=xp.int8)
+        for i, p in enumerate(const.moduli):
+            out[i] = residues(pr, pi, p, const.weights[i], xp)
+        self._residues[(bits, num_moduli)] = out
+        return out
+
+
+# -- the GEMM -------------------------------------------------------------------------------------
+def _float32_exact(k: int) -> bool:
+    """FP32 BLAS sums ``k`` products of magnitude ``<= 2**14`` exactly iff ``k 2**14 <= 2**24``."""
+    return k * 2**14 <= 2**24
+
+
+def _block_columns(n: int, k: int, m: int, num_moduli: int, bits_b: int, budget: int) -> int:
+    """Columns of B per block so that its pieces, residues, products and accumulators fit."""
+    npieces = max(1, -(-bits_b // PIECE_BITS))
+    limbs = crt_constants(num_moduli).num_limbs
+    per_col = 8 * (2 * npieces * k + 6 * k + 6 * m + 2 * (limbs + 1) * m + 8 * m) + 64
+    return max(1, min(n, budget // per_col))
+
+
+def check_inner_dimension(k: int) -> None:
+    """Raise ``ValueError`` for ``k < 1`` or ``k > MAX_K`` (the INT8 products would overflow
+    INT32)."""
+    if k < 1:
+        raise ValueError(f"inner dimension k must be >= 1, got {k}")
+    if k > MAX_K:
+        raise ValueError(
+            f"inner dimension k = {k} exceeds {MAX_K} for Ozaki scheme II: the INT8 products "
+            "(k * 128**2) would overflow INT32; split the product along k or use int8-auto"
+        )
+
+
+def int8_crt_zgemm(
+    a,
+    b,
+    plan: CRTPlan,
+    *,
+    b_exponents=None,
+    out=None,
+    workspace_bytes: int | None = None,
+):
+    """``C = A @ B`` for complex128 matrices by Ozaki scheme II over INT8 (module docstring).
+
+    Args:
+        a: ``(m, k)`` complex128 array or a :class:`PreparedCRTOperand` of one.
+        b: ``(k, n)`` complex128, any strides.
+        plan: :class:`CRTPlan` (``N`` and the bits of A and B), from :func:`fixed_plan` or
+            :func:`choose_plan`. ``3 N`` INT8 GEMMs of ``(m, k) x (k, n)``.
+        b_exponents: ``(n,)`` int32 norm exponents of B's columns if already computed.
+        out: ``(m, n)`` complex128 to write into (must not overlap ``b``), or ``None``.
+        workspace_bytes: bound on the temporaries of one block of B's columns (results do not
+            depend on it). ``None``: :func:`ozsim.gemm.ozaki1.default_workspace_bytes`.
+
+    Returns:
+        ``(m, n)`` complex128.
+
+    Raises:
+        ValueError: ``k > MAX_K``.
+        NonFiniteError: NaN or Inf in ``a`` or ``b``.
+    """
+    prep = a if isinstance(a, PreparedCRTOperand) else PreparedCRTOperand(a)
+    xp = array_namespace(prep.matrix, b)
+    m, k = prep.shape
+    n = b.shape[1]
+    check_inner_dimension(k)
+    if workspace_bytes is None:
+        workspace_bytes = default_workspace_bytes(xp)
+    if xp is not np:  # pragma: no cover - GPU: fused CUDA kernels where available
+        gpu = _gpu_module()
+        if gpu is not None:
+            return gpu.int8_crt_zgemm_gpu(prep, b, plan, b_exponents=b_exponents, out=out,
+                                          workspace_bytes=workspace_bytes)
+    N, ga, gb = plan.num_moduli, plan.bits_a, plan.bits_b
+    const = crt_constants(N)
+    nb = _block_columns(n, k, m, N, gb, workspace_bytes)
+    if b_exponents is None:
+        b_exponents = analyse_rows(b.T, nb, histogram=False)[0]
+    if out is None:
+        out = xp.empty((m, n), dtype=xp.complex128)
+    dtype = xp.float32 if _float32_exact(k) else xp.float64
+    ra = prep.residues(ga, N)
+    ea = prep.norm_exponents
+    for j0 in range(0, n, nb):
+        j1 = min(n, j0 + nb)
+        bb = b[:, j0:j1]
+        shift = (gb - b_exponents[j0:j1])[None, :]
+        pr = scaled_pieces(bb.real, shift, gb, xp)
+        pi = scaled_pieces(bb.imag, shift, gb, xp)
+        acc_re = _CRTAccumulator(const, (m, j1 - j0), xp)
+        acc_im = _CRTAccumulator(const, (m, j1 - j0), xp)
+        for i, p in enumerate(const.moduli):
+            rb = residues(pr, pi, p, 1, xp).astype(dtype)  # (3, k, nb)
+            t = xp.matmul(ra[i].astype(dtype), rb).astype(xp.float64)  # exact integers
+            t1, t2, t3 = t[0], t[1], t[2]
+            re = t1 - t2  # exact: |.| <= 2 k 2**14
+            im = t3 - re - 2 * t2  # T3 - T1 - T2, exact
+            for acc, raw in ((acc_re, re), (acc_im, im)):
+                u = sym_mod(raw, p, xp)
+                u += p * (u < 0)  # [0, p)
+                acc.add(i, u)
+        e = (ea[:, None] + b_exponents[None, j0:j1]) - (ga + gb)
+        o = out[:, j0:j1]
+        o.real[...] = xp.ldexp(acc_re.finish(), e)
+        o.imag[...] = xp.ldexp(acc_im.finish(), e)
+    return out
+
+
+def _gpu_module():  # pragma: no cover - GPU
+    """:mod:`ozsim.gemm._cuda_crt`, or ``None`` where it cannot be imported."""
+    try:
+        from . import _cuda_crt
+    except ImportError:
+        return None
+    return _cuda_crt
+
+
+def analyse_columns(b, workspace_bytes: int | None = None, *, histogram: bool = True):
+    """:func:`analyse_rows` of ``b.T`` (B's columns), in blocks that fit ``workspace_bytes``."""
+    xp = array_namespace(b)
+    if xp is not np:  # pragma: no cover - GPU
+        gpu = _gpu_module()
+        if gpu is not None:
+            return gpu.analyse(b.T, histogram=histogram)
+    ws = default_workspace_bytes(xp) if workspace_bytes is None else workspace_bytes
+    k = b.shape[0]
+    return analyse_rows(b.T, max(1, ws // (48 * max(k, 1))), histogram=histogram)
+
+
+def crt_zgemm(a, b, num_moduli: int | None = None, *, T: float = 1.0, out=None,
+              workspace_bytes: int | None = None):
+    """``int8-crt{N}`` (``num_moduli=N``) or ``int8-crt-auto`` (``num_moduli=None``).
+
+    Args:
+        a: ``(m, k)`` complex128, or a :class:`PreparedCRTOperand` (or an ozaki1
+            ``PreparedOperand``, whose matrix is used) of one.
+        b: ``(k, n)`` complex128.
+        num_moduli: ``N`` in 2..20, or ``None`` for the auto choice at threshold ``T``.
+        T: the auto threshold in bits.
+        out, workspace_bytes: see :func:`int8_crt_zgemm`.
+
+    Returns:
+        ``(C, plan)``; ``(None, None)`` when the auto choice finds no ``N <= 20`` (the caller
+        runs native ZGEMM).
+
+    Raises:
+        ValueError: ``k`` outside ``1..MAX_K``.
+        NonFiniteError: NaN or Inf in ``a`` or ``b``.
+    """
+    if isinstance(a, PreparedCRTOperand):
+        prep = a
+    else:
+        mat = a.matrix if isinstance(a, PreparedOperand) else a
+        check_inner_dimension(mat.shape[1])
+        prep = PreparedCRTOperand(mat)
+    check_inner_dimension(prep.shape[1])
+    if num_moduli is not None:
+        plan = fixed_plan(num_moduli)
+        return int8_crt_zgemm(prep, b, plan, out=out, workspace_bytes=workspace_bytes), plan
+    f_b, hist_b = analyse_columns(b, workspace_bytes)
+    plan = choose_plan(prep.histogram, hist_b, T)
+    if plan is None:
+        return None, None
+    c = int8_crt_zgemm(prep, b, plan, b_exponents=f_b, out=out, workspace_bytes=workspace_bytes)
+    return c, plan

@@ -1,0 +1,144 @@
+"""The GPU path of Ozaki scheme II (``ozsim.gemm._cuda_crt``) against the CPU path, bit for bit.
+
+Scheme II is exact integer arithmetic up to one final rounding done by the same operations on
+both devices (``ozsim.gemm.ozaki2``), so every ``int8-crt{N}`` / ``int8-crt-auto`` result here
+must equal the CPU's (``array_equal``: signed zeros compare equal). Skipped cleanly without CuPy
+or a CUDA device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ozsim import NonFiniteError
+from ozsim.gemm import PreparedCRTOperand, ozaki1, zgemm
+from ozsim.gemm.ozaki2 import analyse_rows, crt_constants, residues, scaled_pieces
+from ozsim.testing import ozaki_matrix
+
+pytestmark = pytest.mark.gpu
+
+cp = pytest.importorskip("cupy")
+try:
+    _DEVICES = cp.cuda.runtime.getDeviceCount()
+except Exception:  # noqa: BLE001 - no driver
+    _DEVICES = 0
+if _DEVICES < 1:
+    pytest.skip("CuPy sees no CUDA device", allow_module_level=True)
+
+# imported once a GPU is known (they import CuPy)
+from ozsim.gates import brickwork
+from ozsim.gemm import _cuda, _cuda_crt
+from ozsim.simulator import Simulator
+
+# (m, k, n): k = 1, k not a multiple of 4, k >= 64 (16-byte padding), k > MAX_GEMM_K (two
+# cuBLAS pieces), odd m and n, and state-vector shapes 2**d x 2**(N-d).
+SHAPES = [(24, 96, 20), (7, 1, 5), (5, 13, 33), (3, 70, 9), (6, 9000, 7), (16, 16, 2**14),
+          (64, 64, 2**12), (130, 200, 257)]
+
+
+def _pair(seed, m, k, n, phi):
+    rng = np.random.default_rng(seed)
+    return ozaki_matrix(rng, m, k, phi), ozaki_matrix(rng, k, n, phi)
+
+
+@pytest.mark.parametrize("m, k, n", SHAPES[:5])
+def test_analysis_matches_cpu(m, k, n):
+    a, b = _pair(1, m, k, n, 3.0)
+    a[0] = 0
+    b[:, -1] *= 2.0**-1060
+    for x in (a, b.T):  # rows contiguous along k, and B's strided columns
+        f_cpu, h_cpu = analyse_rows(x)
+        f_gpu, h_gpu = _cuda_crt.analyse(cp.asarray(x) if x is a else cp.asarray(b).T)
+        assert np.array_equal(f_gpu.get(), f_cpu)
+        assert np.array_equal(h_gpu, h_cpu)
+
+
+@pytest.mark.parametrize("bits", [40, 60, 100, 150])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_residues_match_cpu(bits, weighted):
+    a, b = _pair(2, 9, 70, 11, 4.0)
+    n_mod = 20
+    const = crt_constants(n_mod)
+    for x_host, x_dev in ((a, cp.asarray(a)), (b.T, cp.asarray(b).T)):
+        f, _ = analyse_rows(x_host, histogram=False)
+        kpad = _cuda.padded_k(x_host.shape[1])
+        ra = -(-x_host.shape[0] // 4) * 4
+        got = _cuda_crt.residues_gpu(x_dev, cp.asarray(f), bits, n_mod, weighted=weighted,
+                                     kpad=kpad, rows_alloc=ra).get()
+        shift = (bits - f)[:, None]
+        pr = scaled_pieces(x_host.real, shift, bits)
+        pi = scaled_pieces(x_host.imag, shift, bits)
+        rows, k = x_host.shape
+        for i, (p, q) in enumerate(zip(const.moduli, const.weights)):
+            want = residues(pr, pi, p, q if weighted else 1)
+            assert np.array_equal(got[i, :, :rows, :k], want.astype(np.int8)), (bits, p)
+        assert not got[:, :, rows:].any() and not got[:, :, :, k:].any()
+
+
+@pytest.mark.parametrize("m, k, n", SHAPES)
+@pytest.mark.parametrize("num_moduli", [2, 8, 14, 16, 20])
+def test_fixed_moduli_bitwise_equal_to_cpu(m, k, n, num_moduli):
+    a, b = _pair(3, m, k, n, 1.0)
+    backend = f"int8-crt{num_moduli}"
+    ref = zgemm(a, b, backend=backend)
+    got = zgemm(cp.asarray(a), cp.asarray(b), backend=backend)
+    assert np.array_equal(got.get(), ref)
+
+
+@pytest.mark.parametrize("phi", [0.1, 1.0, 4.0])
+@pytest.mark.parametrize("T", [0.0, 1.0, 3.0])
+def test_auto_same_plan_and_bits_as_cpu(phi, T):
+    a, b = _pair(4, 24, 96, 20, phi)
+    ref, info_c = zgemm(a, b, backend="int8-crt-auto", T=T, return_info=True)
+    got, info_g = zgemm(cp.asarray(a), cp.asarray(b), backend="int8-crt-auto", T=T,
+                        return_info=True)
+    assert info_g == info_c
+    if info_c.fallback:
+        np.testing.assert_allclose(got.get(), ref, rtol=1e-12, atol=0)
+    else:
+        assert np.array_equal(got.get(), ref)
+
+
+def test_blocking_out_strides_and_cached_residues():
+    a, b = _pair(5, 16, 16, 3000, 2.0)
+    ad, bd = cp.asarray(a), cp.asarray(b)
+    ref = zgemm(a, b, backend="int8-crt15")
+    prep = PreparedCRTOperand(ad)
+    c1 = zgemm(prep, bd, backend="int8-crt15", workspace_bytes=20_000)  # many column blocks
+    assert _cuda_crt.last_stats["blocks"] > 1
+    out = cp.full((3000, 16), np.nan, dtype=cp.complex128).T  # strided output
+    c2 = zgemm(prep, bd[:, ::1], backend="int8-crt15", out=out)
+    assert c2 is out and len(prep._device_cache) == 1
+    assert np.array_equal(c1.get(), ref) and np.array_equal(c2.get(), ref)
+
+
+@pytest.mark.parametrize("backend", ["int8-crt9", "int8-crt-auto"])
+def test_nonfinite_raise_on_gpu(backend):
+    a = cp.eye(4, dtype=cp.complex128)
+    b = cp.ones((4, 3), dtype=cp.complex128)
+    a2 = a.copy()
+    a2[1, 2] = np.nan
+    with pytest.raises(NonFiniteError, match="NaN or Inf"):
+        zgemm(a2, b, backend=backend)
+    b2 = b.copy()
+    b2[3, 0] = np.inf
+    with pytest.raises(NonFiniteError, match="NaN or Inf"):
+        zgemm(a, b2, backend=backend)
+
+
+@pytest.mark.parametrize("backend, T", [("int8-crt-auto", 1.0), ("int8-crt14", 1.0)])
+def test_simulator_gpu_equals_cpu(backend, T):
+    circ = brickwork(12, depth=4, gate_qubits=4, seed=9)
+    cpu = Simulator(backend=backend, T=T, device="cpu", max_fused_qubits=0).run(circ)
+    gpu = Simulator(backend=backend, T=T, device="gpu", max_fused_qubits=0).run(circ)
+    assert np.array_equal(gpu.statevector, cpu.statevector)
+    assert gpu.metadata["fallbacks"] == cpu.metadata["fallbacks"] == 0
+
+
+def test_loss_histograms_of_prepared_operand_match():
+    a, _ = _pair(6, 32, 48, 1, 2.0)
+    hc = PreparedCRTOperand(a).histogram
+    hg = PreparedCRTOperand(cp.asarray(a)).histogram
+    assert np.array_equal(hc, hg)
+    assert np.array_equal(ozaki1.row_exponents(a), _cuda.analyse(cp.asarray(a), False)[0].get())

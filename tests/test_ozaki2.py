@@ -1,0 +1,381 @@
+"""Ozaki scheme II (int8-crt{N}, int8-crt-auto) against exact integer references, never itself."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from qiskit import QuantumCircuit
+from qiskit.circuit.library import UnitaryGate
+from qiskit.quantum_info import Statevector
+
+from ozsim import Circuit, NonFiniteError
+from ozsim.gates.haar import haar_unitary
+from ozsim.gemm import GemmInfo, PreparedCRTOperand, ozaki1, parse_backend, zgemm
+from ozsim.gemm.ozaki2 import (
+    MAX_K,
+    MODULI,
+    _float32_exact,
+    analyse_rows,
+    bits_needed,
+    choose_plan,
+    crt_constants,
+    crt_reconstruct,
+    fixed_plan,
+    kept_bits,
+    mean_loss,
+    norm_exponents,
+    residues,
+    scaled_pieces,
+    sym_mod,
+)
+from ozsim.simulator import Simulator
+from ozsim.statevector import gemm_prepare
+from ozsim.testing import exact_zgemm, max_relative_error, ozaki_matrix, phase_aligned
+
+PHIS = (0.1, 1.0, 2.0, 4.0)
+EPS = 2.0**-53
+
+
+@pytest.fixture(scope="module")
+def ozaki_cases():
+    """Ozaki inputs per phi (the shapes of tests/test_gemm.py) with their exact products."""
+    rng = np.random.default_rng(20261122)
+    cases = {}
+    for phi in PHIS:
+        a = ozaki_matrix(rng, 24, 96, phi)
+        b = ozaki_matrix(rng, 96, 20, phi)
+        cases[phi] = (a, b, exact_zgemm(a, b))
+    return cases
+
+
+def _sym(v: int, p: int) -> int:
+    """Python-int symmetric residue in [-(p // 2), (p - 1) // 2]."""
+    r = v % p
+    return r - p if r > (p - 1) // 2 else r
+
+
+def _int(x: float) -> int:
+    return int(Fraction(float(x)))
+
+
+# -- constants and exact building blocks ----------------------------------------------------------
+def test_moduli_and_constants():
+    for i, p in enumerate(MODULI):
+        assert 2 <= p <= 256 and all(math.gcd(p, q) == 1 for q in MODULI[:i])
+    assert MODULI[:4] == (256, 255, 253, 251) and len(MODULI) == 20
+    for n in range(2, 21):
+        c = crt_constants(n)
+        assert c.P == math.prod(MODULI[:n])
+        assert 2 ** (c.gamma + 2) <= c.P < 2 ** (c.gamma + 3)
+        for p, q, digits in zip(c.moduli, c.weights, c.limbs_M):
+            assert (c.P // p) * q % p == 1
+            assert sum(int(d) << (40 * j) for j, d in enumerate(digits)) == c.P // p
+            assert all(0 <= d < 2**40 for d in digits)
+        assert sum(int(d) << (40 * j) for j, d in enumerate(c.limbs_P)) == c.P
+    assert [kept_bits(n) for n in (2, 14, 16, 20)] == [13, 108, 123, 153]
+    with pytest.raises(ValueError, match="must be in 2..20"):
+        crt_constants(21)
+
+
+def test_sym_mod_is_exact_up_to_2_52():
+    rng = np.random.default_rng(10)
+    vals = [0, 1, -1, 2**52, -(2**52), 2**52 - 1, 127, 128, -128, -129, 255, 256, 12345678901234]
+    vals += [int(v) for v in rng.integers(-(2**52), 2**52, size=2000, dtype=np.int64)]
+    x = np.array(vals, dtype=np.float64)
+    assert all(_int(v) == w for v, w in zip(x, vals))
+    for p in MODULI:
+        r = sym_mod(x, p)
+        assert [_int(v) for v in r] == [_sym(v, p) for v in vals], p
+
+
+def test_scaled_pieces_and_residues_match_python_ints():
+    """Rows scaled to 60, 100 and 150 bits: exact pieces; residues (with the CRT weight folded
+    in, and Karatsuba's Re + Im) equal Python-integer arithmetic on trunc(x 2**(g - f))."""
+    rng = np.random.default_rng(11)
+    x = ozaki_matrix(rng, 5, 7, 4.0)
+    x[1] *= 2.0**-1060  # subnormal row
+    x[2] *= 2.0**1000
+    x[3, 1:] = 0
+    f = norm_exponents(x, ozaki1.row_exponents(x))
+    for g in (60, 100, 150):
+        shift = (g - f)[:, None]
+        pr, pi = scaled_pieces(x.real, shift, g), scaled_pieces(x.imag, shift, g)
+        assert pr.shape[0] == -(-g // 52) and np.all(np.abs(pr) < 2**52)
+        exact = [[
+            [int(Fraction(float(v)) * Fraction(2) ** int(s)) for v, s in zip(row, srow)]
+            for row, srow in zip(part, np.broadcast_to(shift, x.shape))
+        ] for part in (x.real, x.imag)]
+        for t, pieces in enumerate((pr, pi)):
+            got = sum(pieces[j].astype(object) * (1 << (52 * j)) for j in range(pieces.shape[0]))
+            got = [[_int(v) if not isinstance(v, int) else v for v in row] for row in got]
+            assert got == exact[t]
+            assert all(abs(v) < 2**g for row in exact[t] for v in row)
+        for p, w in ((256, 1), (255, 7), (173, 101)):
+            r = residues(pr, pi, p, w)
+            for t, ex in enumerate((exact[0], exact[1],
+                                    [[u + v for u, v in zip(r0, r1)]
+                                     for r0, r1 in zip(exact[0], exact[1])])):
+                want = [[_sym(w * v, p) for v in row] for row in ex]
+                assert r[t].astype(np.int64).tolist() == want, (g, p, t)
+            assert r.min() >= -(p // 2) and r.max() <= (p - 1) // 2
+
+
+def test_norm_exponents_bound_the_row_norm_tightly():
+    rng = np.random.default_rng(12)
+    x = ozaki_matrix(rng, 8, 33, 3.0)
+    x[1] = 0  # zero row
+    x[2, :] = 0
+    x[2, 5] = 0.5  # single nonzero, a power of two: ||row|| = 2**-1 < 2**0
+    x[3] *= 2.0**-1070
+    x[4] *= 2.0**1015
+    x[5, 0] = 1e-300  # a scalar whose rounded-up magnitude underflows next to the row max
+    x[6] = np.exp(1j * rng.random(33))  # |x| = 1 everywhere: norm sqrt(33)
+    f = norm_exponents(x, ozaki1.row_exponents(x))
+    for i in range(x.shape[0]):
+        sq = sum(Fraction(float(v)) ** 2 for v in np.concatenate([x[i].real, x[i].imag]))
+        if sq == 0:
+            assert f[i] == 0
+            continue
+        assert sq < Fraction(4) ** int(f[i])  # ||row|| < 2**f
+        assert Fraction(4) ** (int(f[i]) - 2) <= sq  # and within 2 bits of the norm
+    assert f[2] == 0 and f[6] == 3
+
+
+def test_residue_products_are_exact_at_the_bounds():
+    """The INT8 GEMMs as the CPU runs them (FP32 BLAS for k <= 1024, FP64 above) against Python
+    integers, at the largest magnitudes: -128 * -128 summed k times (p = 256)."""
+    assert _float32_exact(1024) and not _float32_exact(1025)
+    assert MAX_K * 128 * 128 < 2**31 <= (MAX_K + 1) * 128 * 128
+    rng = np.random.default_rng(13)
+    for k, dtype in ((1024, np.float32), (4096, np.float64), (MAX_K, np.float64)):
+        a = np.full((3, 2, k), -128.0)
+        a[:, 1] = rng.choice([-128.0, 127.0], size=(3, k))
+        b = np.full((3, k, 3), -128.0)
+        b[:, :, 1:] = rng.choice([-128.0, 127.0], size=(3, k, 2))
+        t = np.matmul(a.astype(dtype), b.astype(dtype)).astype(np.float64)
+        exact = [a[i].astype(np.int64).astype(object).dot(b[i].astype(np.int64).astype(object))
+                 for i in range(3)]
+        assert t[0, 0, 0] == k * 2**14 < 2**31
+        assert [[[_int(v) for v in row] for row in ti] for ti in t] == [e.tolist() for e in exact]
+
+
+@pytest.mark.parametrize("n", [2, 5, 9, 14, 16, 20])
+def test_crt_reconstruction_against_python_ints(n):
+    """Random C' in (-P/4, P/4), extremes included: C' from its weighted residues within 2 ulps,
+    exact where |C'| < 2**53."""
+    c = crt_constants(n)
+    rng = np.random.default_rng(100 + n)
+    bound = c.P // 4 - 1
+    vals = [0, 1, -1, bound, -bound, 2**53 - 1, -(2**53) + 1, 2**52 + 1]
+    vals += [int(rng.integers(0, 2**62)) * (bound >> 62) // 1 for _ in range(50)]
+    vals += [(-1) ** i * (int.from_bytes(rng.bytes(24), "little") % (bound >> int(rng.integers(
+        0, c.gamma)))) for i in range(300)]
+    vals = [max(-bound, min(bound, v)) for v in vals]
+    u = np.array([[(q * v) % p for v in vals] for p, q in zip(c.moduli, c.weights)],
+                 dtype=np.float64)
+    got = crt_reconstruct(u, n)
+    for g, v in zip(got, vals):
+        ref = float(v)  # Python rounds an int correctly
+        if abs(v) < 2**53:
+            assert g == ref, (v, g)
+        else:
+            assert abs(Fraction(float(g)) - v) <= 2 * math.ulp(ref), (v, g)
+    exact = sum(float(g) == float(v) for g, v in zip(got, vals))
+    assert exact >= 0.9 * len(vals)  # typically correctly rounded
+
+
+# -- loss rule and plans ----------------------------------------------------------------------
+def test_loss_rule_by_hand_and_same_T_as_int8_auto():
+    hist = np.zeros(2201, dtype=np.int64)
+    hist[0], hist[10] = 1, 1  # one scalar at the row's scaling point, one 10 bits below it
+    # kept 60 bits: losses max(0, 0+54-60) = 0 and max(0, 10+54-60) = 4 -> mean 2
+    assert mean_loss(hist, 60) == 2.0 and mean_loss(hist, 64) == 0.0
+    assert mean_loss(np.zeros(5, dtype=np.int64), 3) == 0.0
+    # the same truncation (s*b kept bits) loses the same in both schemes
+    for kept in (21, 56, 63):
+        assert mean_loss(hist, kept) == ozaki1.mean_loss(hist, kept // 7, 7)
+    assert bits_needed(hist, 0.0, 153) == 64 and bits_needed(hist, 2.0, 153) == 60
+    assert bits_needed(hist, 0.0, 63) is None
+    plan = choose_plan(hist, hist, 0.0)  # needs 128 bits: gamma(17) = 130 is the first
+    assert plan.num_moduli == 17 and (plan.bits_a, plan.bits_b) == (65, 65)
+    assert kept_bits(16) < 128 <= kept_bits(17)
+    assert plan.mean_loss_a == plan.mean_loss_b == 0.0
+    assert fixed_plan(16).bits_a + fixed_plan(16).bits_b == kept_bits(16)
+
+
+def test_parse_backend_names():
+    assert parse_backend("int8-crt7") == ("int8-crt", 7)
+    assert parse_backend(" INT8-CRT-AUTO ") == ("int8-crt-auto", None)
+    assert parse_backend("int8-crt20") == ("int8-crt", 20)
+    for bad in ("int8-crt1", "int8-crt21"):
+        with pytest.raises(ValueError, match="number of moduli must be in 2..20"):
+            parse_backend(bad)
+    with pytest.raises(ValueError, match="unknown backend 'int8-crt'"):
+        parse_backend("int8-crt")
+
+
+# -- accuracy against exact products --------------------------------------------------------------
+@pytest.mark.parametrize("phi", PHIS)
+def test_error_falls_with_moduli(ozaki_cases, phi):
+    a, b, ref = ozaki_cases[phi]
+    native = max_relative_error(a @ b, ref)
+    errs = [max_relative_error(zgemm(a, b, backend=f"int8-crt{n}"), ref) for n in range(2, 21)]
+    # Each modulus adds ~8 bits (~4 per operand) until the FP64 floor (below 1e-2: with only a
+    # few bits kept, errors of order 1 are not ordered).
+    for n, (e0, e1) in enumerate(itertools.pairwise(errs), start=2):
+        if 1e-14 < e0 < 1e-2:
+            assert e1 < e0 / 4, f"phi={phi}: int8-crt{n + 1} {e1:.2e} vs int8-crt{n} {e0:.2e}"
+    assert errs[0] > 1e-3
+    assert errs[-1] <= max(native, 2.3e-16)
+
+
+@pytest.mark.parametrize("phi", PHIS)
+def test_auto_T0_keeps_every_scalar_and_beats_native(ozaki_cases, phi):
+    """T = 0: every nonzero scalar kept in full, so the result is the exact product to within
+    2 ulps per part (no worse than native ZGEMM); or, where 20 moduli are too few, native."""
+    a, b, ref = ozaki_cases[phi]
+    native = max_relative_error(a @ b, ref)
+    c, info = zgemm(a, b, backend="int8-crt-auto", T=0, return_info=True)
+    assert isinstance(info, GemmInfo) and info.num_splits is None
+    if phi <= 1:
+        assert not info.fallback and info.num_moduli <= 20
+    if info.fallback:
+        np.testing.assert_array_equal(c, a @ b)
+        return
+    assert info.mean_loss_a == 0.0 and info.mean_loss_b == 0.0
+    assert sum(info.kept_bits) <= kept_bits(info.num_moduli)
+    err = max_relative_error(c, ref)
+    assert err <= native
+    assert err <= 4 * EPS
+
+
+@pytest.mark.parametrize("phi", PHIS)
+def test_auto_T1_is_minimal_and_accurate(ozaki_cases, phi):
+    a, b, ref = ozaki_cases[phi]
+    _, info0 = zgemm(a, b, backend="int8-crt-auto", T=0, return_info=True)
+    c, info1 = zgemm(a, b, backend="int8-crt-auto", T=1, return_info=True)
+    assert not info1.fallback
+    assert info0.fallback or info1.num_moduli <= info0.num_moduli
+    assert info1.mean_loss_a <= 1 and info1.mean_loss_b <= 1
+    prep = PreparedCRTOperand(a)
+    _, hist_b = analyse_rows(b.T)
+    need = bits_needed(prep.histogram, 1, 153) + bits_needed(hist_b, 1, 153)
+    assert kept_bits(info1.num_moduli - 1) < need <= kept_bits(info1.num_moduli)
+    assert max_relative_error(c, ref) < 1e-14
+
+
+def test_auto_counts_nonzeros_only_on_the_first_gate():
+    """|0...0>: one nonzero in the state; the mean over all scalars would allow N = 2."""
+    gate = haar_unitary(16, np.random.default_rng(3))
+    state = np.zeros((16, 2**12), dtype=np.complex128)
+    state[0, 0] = 1.0
+    c, info = zgemm(gate, state, backend="int8-crt-auto", T=1, return_info=True)
+    assert info.num_moduli >= 12
+    ref = exact_zgemm(gate, state[:, :4])
+    assert max_relative_error(c[:, :4], ref) <= 4 * EPS
+    assert np.all(c[:, 1:] == 0)
+
+
+def test_auto_falls_back_when_20_moduli_are_too_few():
+    a = np.full((2, 64), 1e-300, dtype=np.complex128)
+    a[:, 0] = 1.0  # every row spans ~1000 binades
+    b = ozaki_matrix(np.random.default_rng(4), 64, 3, 1.0)
+    c, info = zgemm(a, b, backend="int8-crt-auto", T=1, return_info=True)
+    assert info.fallback and info.num_moduli is None
+    np.testing.assert_array_equal(c, a @ b)
+
+
+@pytest.mark.parametrize("backend", ["int8-crt8", "int8-crt16", "int8-crt-auto"])
+def test_zero_rows_columns_subnormal_and_extreme_exponents(backend):
+    rng = np.random.default_rng(5)
+    a = ozaki_matrix(rng, 6, 16, 1.0)
+    b = ozaki_matrix(rng, 16, 5, 1.0)
+    a[2] = 0
+    b[:, 3] = 0
+    a[4] *= 2.0**-1060  # subnormal row
+    a[5] *= 2.0**1000  # huge row
+    b[:, 1] *= 2.0**-900  # a[5] @ b[:, 1] is normal again
+    ref = exact_zgemm(a, b)
+    c = zgemm(a, b, backend=backend, T=0)
+    assert np.all(c[2] == 0) and np.all(c[:, 3] == 0) and np.isfinite(c).all()
+    ok = np.abs(ref) > 2.0**-1000
+    tol = 1e-4 if backend == "int8-crt8" else 1e-15
+    assert np.max(np.abs(c[ok] - ref[ok]) / np.abs(ref[ok])) < tol
+    if backend != "int8-crt8":
+        assert np.max(np.abs(c[4] - ref[4])) <= 64 * 2.0**-1074
+
+
+@pytest.mark.parametrize("backend", ["int8-crt9", "int8-crt-auto"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, complex(0, np.nan)])
+def test_nonfinite_inputs_raise(backend, bad):
+    a = np.eye(4, dtype=np.complex128)
+    b = np.ones((4, 3), dtype=np.complex128)
+    a2 = a.copy()
+    a2[1, 2] = bad
+    with pytest.raises(NonFiniteError, match="NaN or Inf"):
+        zgemm(a2, b, backend=backend)
+    b2 = b.copy()
+    b2[3, 0] = bad
+    with pytest.raises(NonFiniteError, match="NaN or Inf"):
+        zgemm(a, b2, backend=backend)
+
+
+def test_inner_dimension_limits():
+    with pytest.raises(ValueError, match="exceeds 131071"):
+        zgemm(np.zeros((1, MAX_K + 1), np.complex128), np.zeros((MAX_K + 1, 1), np.complex128),
+              backend="int8-crt4")
+    with pytest.raises(ValueError, match="must be >= 1"):
+        zgemm(np.zeros((2, 0), np.complex128), np.zeros((0, 2), np.complex128),
+              backend="int8-crt-auto")
+
+
+def test_blocking_and_cached_residues_do_not_change_bits():
+    rng = np.random.default_rng(6)
+    a = ozaki_matrix(rng, 8, 8, 2.0)
+    b = ozaki_matrix(rng, 8, 1000, 2.0)
+    c1 = zgemm(a, b, backend="int8-crt15")
+    c2 = zgemm(a, b, backend="int8-crt15", workspace_bytes=1)  # one column at a time
+    prep = gemm_prepare(a, "int8-crt15")
+    assert isinstance(prep, PreparedCRTOperand)
+    c3 = zgemm(prep, b, backend="int8-crt15", workspace_bytes=50_000)
+    c4 = zgemm(prep, b[:, ::-1], backend="int8-crt15")[:, ::-1]
+    assert len(prep._residues) == 1  # the gate's residues were computed once
+    assert np.array_equal(c1, c2) and np.array_equal(c1, c3) and np.array_equal(c1, c4)
+    c5 = zgemm(prep, b, backend="int8-crt-auto", T=1)  # other budgets: new cache entries
+    assert max_relative_error(c5, a @ b) < 1e-12
+
+
+def test_strided_b_and_out_buffer():
+    rng = np.random.default_rng(7)
+    a = ozaki_matrix(rng, 4, 4, 1.0)
+    big = ozaki_matrix(rng, 8, 12, 1.0)
+    b = big[::2, ::3]
+    out = np.full((4, 4), np.nan, dtype=np.complex128)
+    res = zgemm(a, b, backend="int8-crt16", out=out)
+    assert res is out
+    assert max_relative_error(out, exact_zgemm(a, np.ascontiguousarray(b))) < 1e-15
+
+
+# -- the simulator ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend, T", [("int8-crt-auto", 1.0), ("int8-crt-auto", 0.0),
+                                        ("int8-crt16", 1.0)])
+@pytest.mark.parametrize("fusion", [0, None])
+def test_simulator_matches_qiskit(backend, T, fusion):
+    rng = np.random.default_rng(21)
+    n = 6
+    circ, qc = Circuit(n), QuantumCircuit(n)
+    for _ in range(14):
+        d = int(rng.integers(1, 5))
+        qs = tuple(int(q) for q in rng.permutation(n)[:d])
+        u = haar_unitary(2**d, rng)
+        circ.unitary(u, qs)
+        qc.append(UnitaryGate(u), list(qs))
+    res = Simulator(backend=backend, T=T, device="cpu", max_fused_qubits=fusion).run(circ)
+    ref = Statevector(qc).data
+    psi = phase_aligned(res.statevector, ref)
+    assert np.max(np.abs(psi - ref)) < 1e-12
+    assert res.metadata["backend"] == backend and res.metadata["fallbacks"] == 0
