@@ -6,6 +6,7 @@ Qiskit; they load on first use.
 """
 
 from .circuit import Circuit, Operation
+from .simulator import Result, Simulator
 from .errors import (
     DeviceUnavailableError,
     InsufficientMemoryError,
@@ -20,6 +21,8 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Simulator",
+    "Result",
     "Circuit",
     "Operation",
     "OzsimError",

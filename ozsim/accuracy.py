@@ -167,12 +167,15 @@ class BackendSpec:
 _SPEC = re.compile(r"^\s*([A-Za-z0-9\-]+)\s*(?::\s*T\s*=\s*([^\s]+)\s*)?$")
 
 
-def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[BackendSpec]:
-    """Parse ``--backends``: a comma list of ``zgemm``, ``int8x{s}``, ``int8-auto`` or
-    ``int8-auto:T=<bits>``.
+_AUTO = ("int8-auto", "int8-crt-auto")
 
-    A plain ``int8-auto`` gives one spec per value of ``thresholds`` (the ``-T`` option); an
-    explicit ``int8-auto:T=0.5`` gives one spec with that ``T``. Duplicates are dropped, order
+
+def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[BackendSpec]:
+    """Parse ``--backends``: a comma list of ``zgemm``, ``int8x{s}``, ``int8-crt{N}``,
+    ``int8-auto``, ``int8-crt-auto``, or an auto backend with its threshold (``int8-auto:T=<bits>``).
+
+    A plain ``int8-auto`` or ``int8-crt-auto`` gives one spec per value of ``thresholds`` (the
+    ``-T`` option); an explicit ``int8-auto:T=0.5`` gives one spec with that ``T``. Duplicates are dropped, order
     kept.
 
     Args:
@@ -183,8 +186,8 @@ def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[Backen
         The specs, in order.
 
     Raises:
-        ValueError: an empty list, an unknown backend, ``:T=`` on a backend other than
-            ``int8-auto``, or a negative or non-numeric ``T``.
+        ValueError: an empty list, an unknown backend, ``:T=`` on a backend that is not an auto
+            backend, or a negative or non-numeric ``T``.
     """
     from .gemm import parse_backend
 
@@ -202,9 +205,9 @@ def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[Backen
             raise ValueError(f"cannot parse backend {item!r}; expected e.g. int8-auto:T=0")
         name, t = m.group(1).lower(), m.group(2)
         kind, _ = parse_backend(name)
-        if t is not None and kind != "int8-auto":
-            raise ValueError(f"backend {item!r}: only int8-auto takes a threshold T")
-        if kind == "int8-auto":
+        if t is not None and kind not in _AUTO:
+            raise ValueError(f"backend {item!r}: only int8-auto and int8-crt-auto take a threshold")
+        if kind in _AUTO:
             new = [BackendSpec(name, _threshold(t))] if t is not None else [
                 BackendSpec(name, v) for v in ts
             ]
@@ -256,14 +259,16 @@ class CheckRow:
         return BackendSpec(self.backend, self.T).label
 
     def splits_text(self) -> str:
-        """``"s=9 x20, s=10 x8"``: splits and GEMM counts; native GEMMs as ``zgemm x28`` (with
-        ``(fallback)`` when INT8-AUTO fell back to them)."""
-        keys = sorted(self.splits, key=lambda k: (isinstance(k, str), k if k != "zgemm" else 0))
+        """``"s=9 x20, s=10 x8"``: splits and GEMM counts; scheme II as ``crt15 x26`` (moduli);
+        native GEMMs as ``zgemm x28`` (with ``(fallback)`` when an auto backend fell back)."""
+        keys = sorted(self.splits, key=lambda k: (isinstance(k, str), str(k).zfill(8)))
         parts = []
         for k in keys:
             v = self.splits[k]
             if k == "zgemm":
                 parts.append(f"zgemm x{v}" + (" (fallback)" if self.fallbacks else ""))
+            elif isinstance(k, str):
+                parts.append(f"{k} x{v}")
             else:
                 parts.append(f"s={k} x{v}")
         return ", ".join(parts) or "-"

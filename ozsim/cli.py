@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--backend",
         default="int8-auto",
-        help="zgemm | int8-auto | int8x{s} with s = 3..18 (default: int8-auto)",
+        help="zgemm | int8-auto | int8x{s} with s = 3..18 | int8-crt-auto | int8-crt{N} with "
+        "N = 2..20 (default: int8-auto)",
     )
     run.add_argument(
         "-T",
@@ -73,7 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument(
         "--backends",
         default="zgemm,int8-auto",
-        help="comma list of zgemm, int8x{s} (s = 3..18), int8-auto, int8-auto:T=<bits> "
+        help="comma list of zgemm, int8x{s} (s = 3..18), int8-crt{N} (N = 2..20), int8-auto, "
+        "int8-crt-auto, or an auto backend with its threshold such as int8-auto:T=0 "
         "(default: zgemm,int8-auto)",
     )
     chk.add_argument(

@@ -70,23 +70,30 @@ class CostModel:
         return max(mem, flops) + self.overhead
 
 
-#: ``(device, backend kind)`` -> model. CPU numbers: a 2-core x86 CI machine (NumPy's OpenBLAS
-#: ZGEMM ~20 GFLOP/s, ~10 GB/s); the INT8 emulation does ~45 slice products per ZGEMM at s = 9
-#: (FP32/FP64 BLAS at ~60 GFLOP/s) and ~12 passes (analysis, split, accumulation). GPU numbers:
-#: DESIGN.md's H200 measurements (cuBLAS ZGEMM ~50 TFLOP/s, INT8 ~1.1 POP/s / 45 products,
-#: 4.2 TB/s device copies).
+#: ``(device, scheme)`` -> model, calibrated on measured runs (2026-11-22):
+#: CPU (2-core x86 CI-class machine, NumPy/OpenBLAS; ``benchmarks/fusion_bench.py`` and
+#: 20-qubit quantum-volume runs at every limit 2..10): native ZGEMM costs about 4 passes' worth
+#: of time per gate (permutation, GEMM, Python) and runs small-k ZGEMMs at ~35 GFLOP/s; the INT8
+#: scheme I path costs ~120 passes a gate (split, slice products, accumulation over s ~ 9 slices)
+#: and ~1.8 GFLOP/s of emulated ZGEMM; scheme II (CRT) ~390 passes and ~5 GFLOP/s.
+#: GPU (H100, ``benchmarks/RESULTS.md``, N = 28): 3.35 TB/s; native ZGEMM 2 passes and
+#: 50 TFLOP/s; scheme I ~20 passes (the INT32 planes) and ~27 TFLOP/s at d >= 10; scheme II
+#: ~17 passes and ~60 TFLOP/s at d = 12.
 COST_MODELS = {
-    ("cpu", "zgemm"): CostModel(1.0e10, 2.0e10, 2, 2e-5, 8),
-    ("cpu", "int8"): CostModel(1.0e10, 1.3e9, 12, 2e-4, 8),
-    ("gpu", "zgemm"): CostModel(4.2e12, 5.0e13, 2, 1e-5, 10),
-    ("gpu", "int8"): CostModel(4.2e12, 2.4e13, 12, 1e-4, 10),
+    ("cpu", "zgemm"): CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8),
+    ("cpu", "int8"): CostModel(1.0e10, 1.8e9, 120, 2e-4, 8),
+    ("cpu", "crt"): CostModel(1.0e10, 5.0e9, 390, 2e-4, 8),
+    ("gpu", "zgemm"): CostModel(3.35e12, 5.0e13, 2, 1e-5, 10),
+    ("gpu", "int8"): CostModel(3.35e12, 2.7e13, 20, 1e-4, 12),
+    ("gpu", "crt"): CostModel(3.35e12, 6.0e13, 17, 1e-4, 12),
 }
 
 
 def cost_model(device: str, backend: str) -> CostModel:
     """The :data:`COST_MODELS` entry for a device (``"cpu"``/``"gpu"``) and backend name."""
     kind, _ = parse_backend(backend)
-    return COST_MODELS[(device, "zgemm" if kind == "zgemm" else "int8")]
+    scheme = "zgemm" if kind == "zgemm" else ("crt" if kind.startswith("int8-crt") else "int8")
+    return COST_MODELS[(device, scheme)]
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,8 @@ class Result:
         circuit_name: the circuit's name.
         metadata: ``backend``, ``T``, ``device``, ``num_gates`` (unitaries applied, after
             fusion), ``fusion`` (:meth:`ozsim.fusion.FusionReport.as_dict`), ``splits``
-            (histogram ``{num_splits: GEMM count}``, ``"zgemm"`` for native), ``fallbacks``
+            (histogram ``{num_splits: GEMM count}``; ``"crt{N}"`` for scheme II with N moduli,
+            ``"zgemm"`` for native), ``fallbacks``
             (INT8-AUTO GEMMs that ran native ZGEMM), ``max_mean_loss_bits``, ``wall_time_s``,
             ``peak_memory_bytes``, ``measurements`` (``{qubit: [clbits]}`` of the final
             measurements), ``mode`` (``"statevector"``, or ``"trajectories"`` for circuits with
@@ -228,8 +229,10 @@ class Simulator:
     """Runs circuits with gates applied through native or emulated ZGEMM.
 
     Args:
-        backend: ``"int8-auto"`` (default), ``"zgemm"`` or ``"int8x{s}"``, s = 3..18.
-        T: INT8-AUTO's threshold on the mean mantissa loss per GEMM, in bits (>= 0).
+        backend: ``"int8-auto"`` (default), ``"zgemm"``, ``"int8x{s}"`` (s = 3..18), or Ozaki
+            scheme II: ``"int8-crt-auto"`` or ``"int8-crt{N}"`` (N = 2..20 moduli); see
+            :mod:`ozsim.gemm`.
+        T: the auto backends' threshold on the mean mantissa loss per GEMM, in bits (>= 0).
         device: ``"auto"`` (GPU when CuPy sees one, else CPU; ``OZSIM_DEVICE=cpu`` forces the
             CPU), ``"cpu"`` or ``"gpu"`` (an error if there is no usable GPU).
         seed: seeds the sampling of measurements and of mid-circuit outcomes.
@@ -377,7 +380,10 @@ class _Run:
         matrix, qubits = sv.aligned(matrix, op.qubits)
         gate = gemm_prepare(self.xp.asarray(matrix), self.sim.backend)
         info = sv.apply(gate, qubits, self.sim.backend, self.sim.T)
-        self.splits[info.num_splits if info.num_splits is not None else "zgemm"] += 1
+        if info.num_moduli is not None:
+            self.splits[f"crt{info.num_moduli}"] += 1
+        else:
+            self.splits[info.num_splits if info.num_splits is not None else "zgemm"] += 1
         self.fallbacks += info.fallback
         for loss in (info.mean_loss_a, info.mean_loss_b):
             if loss is not None:
