@@ -103,18 +103,22 @@ def bench_shape(label, a, b, backends, reps, rng, stages=False):
     R = int8_rate(m, k, n, reps)
     R4 = int8_rate(m, k, n, reps, kmul=4) if k <= 4096 else None
     result = []
-    for backend in backends:
-        kw = {"T": 1.0} if backend == "int8-auto" else {}
+    for spec in backends:
+        backend, _, t_text = spec.partition(":T=")
+        kw = {"T": float(t_text) if t_text else 1.0} if backend.endswith("auto") else {}
         info = {}
 
         def run():
             _, gi = zgemm(a, b, backend=backend, out=out, return_info=True, **kw)
             info["s"] = gi.num_splits
+            info["moduli"] = getattr(gi, "num_moduli", None)
+            info["fallback"] = gi.fallback
 
         t = timed(run, reps)
         row = {
-            "shape": label, "m": m, "k": k, "n": n, "backend": backend, "ms": t * 1e3,
-            "tflops": flops / t / 1e12, "splits": info.get("s"),
+            "shape": label, "m": m, "k": k, "n": n, "backend": spec, "ms": t * 1e3,
+            "tflops": flops / t / 1e12, "splits": info.get("s"), "moduli": info.get("moduli"),
+            "fallback": info.get("fallback"),
             "int8_rate_tops": R / 1e12, "int8_rate_k4_tops": None if R4 is None else R4 / 1e12,
             "max_rel_err": sampled_error(out, a_rows, b_cols, rows, cols),
         }
@@ -150,8 +154,9 @@ def bench_shape(label, a, b, backends, reps, rng, stages=False):
 def _fmt_row(r):
     ceil = f"{r['ceiling_tflops']:7.2f} {r['pct_of_ceiling']:5.1f}%" if "ceiling_tflops" in r \
         else " " * 14
-    s = r["splits"] if r["splits"] is not None else "-"
-    return (f"{r['shape']:>18} {r['backend']:>10} s={s!s:>2} {r['ms']:10.3f} ms "
+    s = r["splits"] if r["splits"] is not None else (
+        f"N{r['moduli']}" if r.get("moduli") else ("fb" if r.get("fallback") else "-"))
+    return (f"{r['shape']:>18} {r['backend']:>20} s={s!s:>3} {r['ms']:10.3f} ms "
             f"{r['tflops']:8.2f} TFLOP/s  ceil {ceil}  R {r['int8_rate_tops']:7.1f} TOP/s  "
             f"err {r['max_rel_err']:.2e}")
 
@@ -188,13 +193,17 @@ def main(argv=None) -> int:
     p.add_argument("--state-d", default="2,3,4,5,6,7,8,9,10,11,12",
                    help="gate sizes d ('' skips the state-vector shapes)")
     p.add_argument("--splits", default="6,7,8,9,10,11,12", help="fixed s for int8x{s}")
+    p.add_argument("--crt", default="",
+                   help="scheme II backends too, e.g. int8-crt15,int8-crt-auto:T=0,int8-crt-auto:T=1")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json", default="benchmarks/results/gemm_bench.json")
     args = p.parse_args(argv)
     cp = _cupy()
     props = cp.cuda.runtime.getDeviceProperties(0)
     gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    backends = ["zgemm"] + [f"int8x{s}" for s in map(int, args.splits.split(","))] + ["int8-auto"]
+    backends = ["zgemm"] + [f"int8x{s}" for s in map(int, args.splits.split(",") if args.splits
+                                                       else [])] + ["int8-auto"]
+    backends += [b for b in args.crt.split(",") if b]
     rng = np.random.default_rng(0)
     rows = []
     meta = {"gpu": gpu, "cupy": cp.__version__, "date": time.strftime("%Y-%m-%d"),

@@ -55,6 +55,9 @@ class CostModel:
         passes: passes over the state per gate (a pass reads and writes 16 bytes an amplitude).
         overhead: fixed seconds per gate (Python, kernel launches).
         max_limit: largest block size considered.
+        cache_bytes: states whose two buffers fit in this many bytes use ``cache_bandwidth``
+            (a CPU's last-level cache; 0: no such cache level).
+        cache_bandwidth: bytes/s for such states.
     """
 
     bandwidth: float
@@ -62,10 +65,14 @@ class CostModel:
     passes: float
     overhead: float
     max_limit: int
+    cache_bytes: float = 0.0
+    cache_bandwidth: float = 0.0
 
     def gate_time(self, num_qubits: int, d: int) -> float:
         """Modelled seconds for one d-qubit gate on a ``num_qubits`` state."""
-        mem = self.passes * 32.0 * 2.0**num_qubits / self.bandwidth
+        cached = 32.0 * 2.0**num_qubits <= self.cache_bytes
+        bandwidth = self.cache_bandwidth if cached else self.bandwidth
+        mem = self.passes * 32.0 * 2.0**num_qubits / bandwidth
         flops = 8.0 * 2.0 ** (num_qubits + d) / self.gemm_rate
         return max(mem, flops) + self.overhead
 
@@ -75,14 +82,16 @@ class CostModel:
 #: 20-qubit quantum-volume runs at every limit 2..10): native ZGEMM costs about 4 passes' worth
 #: of time per gate (permutation, GEMM, Python) and runs small-k ZGEMMs at ~35 GFLOP/s; the INT8
 #: scheme I path costs ~120 passes a gate (split, slice products, accumulation over s ~ 9 slices)
-#: and ~1.8 GFLOP/s of emulated ZGEMM; scheme II (CRT) ~390 passes and ~5 GFLOP/s.
+#: and ~1.8 GFLOP/s of emulated ZGEMM; scheme II (CRT) ~390 passes and ~5 GFLOP/s. States
+#: whose two buffers fit in a 32 MB last-level cache see about 4x the bandwidth (a 16-qubit
+#: brickwork of 4-qubit gates runs fastest unfused under INT8-AUTO: 9 ms a gate).
 #: GPU (H100, ``benchmarks/RESULTS.md``, N = 28): 3.35 TB/s; native ZGEMM 2 passes and
 #: 50 TFLOP/s; scheme I ~20 passes (the INT32 planes) and ~27 TFLOP/s at d >= 10; scheme II
 #: ~17 passes and ~60 TFLOP/s at d = 12.
 COST_MODELS = {
-    ("cpu", "zgemm"): CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8),
-    ("cpu", "int8"): CostModel(1.0e10, 1.8e9, 120, 2e-4, 8),
-    ("cpu", "crt"): CostModel(1.0e10, 5.0e9, 390, 2e-4, 8),
+    ("cpu", "zgemm"): CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8, 32e6, 4e10),
+    ("cpu", "int8"): CostModel(1.0e10, 1.8e9, 120, 2e-4, 8, 32e6, 4e10),
+    ("cpu", "crt"): CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
     ("gpu", "zgemm"): CostModel(3.35e12, 5.0e13, 2, 1e-5, 10),
     ("gpu", "int8"): CostModel(3.35e12, 2.7e13, 20, 1e-4, 12),
     ("gpu", "crt"): CostModel(3.35e12, 6.0e13, 17, 1e-4, 12),
@@ -198,19 +207,22 @@ def block_matrix(ops: list[Operation], qubits: tuple[int, ...]) -> np.ndarray:
 
 
 def choose_max_fused_qubits(circuit: Circuit, model: CostModel) -> int:
-    """The limit with the smallest modelled run time (ties go to the smaller limit)."""
+    """The limit with the smallest modelled run time (of equally cheap plans the smallest limit;
+    a larger limit that yields the very same plan is reported instead)."""
     ops = circuit.operations
     n = circuit.num_qubits
-    best, best_time = 1, np.inf
+    best, best_time, best_plan = 1, np.inf, None
     for limit in range(1, min(model.max_limit, n) + 1):
         total = 0.0
-        for item in plan_fusion(ops, limit):
+        plan = plan_fusion(ops, limit)
+        for item in plan:
             if ops[item[0]].kind != "unitary":
                 continue
             d = len(set().union(*(ops[i].qubits for i in item)))
             total += model.gate_time(n, d)
-        if total < best_time * (1 - 1e-9):
-            best, best_time = limit, total
+        # a strictly cheaper plan wins; the same plan under a larger limit is reported with it
+        if total < best_time * (1 - 1e-9) or plan == best_plan:
+            best, best_time, best_plan = limit, min(total, best_time), plan
     return best
 
 
