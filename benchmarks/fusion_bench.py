@@ -61,6 +61,8 @@ def main() -> None:
     ap.add_argument("--qubits", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default="benchmarks/results/fusion_cpu.json")
+    ap.add_argument("--max-unfused-int8-gates", type=int, default=500,
+                    help="skip int8-auto without fusion on circuits with more gates (slow on CPU)")
     args = ap.parse_args()
     rows = []
     for name, qc in circuits(args.qubits).items():
@@ -70,6 +72,10 @@ def main() -> None:
                          seconds=t_aer, fidelity=1.0))
         for backend in ("zgemm", "int8-auto"):
             for fusion in (0, None):
+                if (backend != "zgemm" and fusion == 0
+                        and circ.num_gates > args.max_unfused_int8_gates):
+                    print(f"{name}: skipping {backend} without fusion ({circ.num_gates} gates)")
+                    continue
                 t, res = time_ozsim(circ, backend, fusion, args.repeat)
                 fid = abs(np.vdot(psi_aer, res.statevector)) ** 2
                 md = res.metadata
