@@ -25,56 +25,14 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 
 import numpy as np
 
 
-def _cp():
-    import cupy as cp
-
-    return cp
-
-
-def timed(fn, reps: int, warmup: int = 1) -> float:
-    """Median seconds of ``fn()`` over ``reps`` runs after ``warmup`` runs (CUDA events)."""
-    cp = _cp()
-    for _ in range(warmup):
-        fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
-    return statistics.median(times)
-
-
-def square_inputs(n, seed, phi=1.0):
-    cp = _cp()
-    rs = cp.random.RandomState(seed)
-
-    def part():
-        return (rs.random_sample((n, n)) - 0.5) * cp.exp(phi * rs.standard_normal((n, n)))
-
-    return part() + 1j * part(), part() + 1j * part()
-
-
-def state_inputs(num_qubits, d, seed):
-    cp = _cp()
-    from ozsim.gates.haar import haar_unitary
-
-    gate = cp.asarray(haar_unitary(1 << d, np.random.default_rng(seed)))
-    rs = cp.random.RandomState(seed)
-    shape = (1 << d, 1 << (num_qubits - d))
-    state = rs.standard_normal(shape) + 1j * rs.standard_normal(shape)
-    state *= 1.0 / np.sqrt(2.0 * (1 << num_qubits))
-    return gate, state
+from gemm_bench import _cupy as _cp  # noqa: E402  (benchmarks/ is on sys.path as a script)
+from gemm_bench import square_inputs, state_inputs, timed  # noqa: E402
 
 
 def _backends(ts, fixed):

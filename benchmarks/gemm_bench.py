@@ -174,11 +174,11 @@ def square_inputs(n, seed, phi=1.0):
 
 
 def state_inputs(num_qubits, d, seed):
+    """A Haar ``2^d x 2^d`` gate and a Gaussian ``2^d x 2^(N-d)`` state block, on the GPU."""
     cp = _cupy()
-    rng = np.random.default_rng(seed)
-    z = (rng.standard_normal((1 << d, 1 << d)) + 1j * rng.standard_normal((1 << d, 1 << d)))
-    q, r = np.linalg.qr(z / np.sqrt(2))
-    gate = cp.asarray(q * (np.diag(r) / np.abs(np.diag(r))))
+    from ozsim.gates.haar import haar_unitary
+
+    gate = cp.asarray(haar_unitary(1 << d, np.random.default_rng(seed)))
     rs = cp.random.RandomState(seed)
     shape = (1 << d, 1 << (num_qubits - d))
     state = rs.standard_normal(shape) + 1j * rs.standard_normal(shape)

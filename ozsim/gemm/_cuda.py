@@ -77,9 +77,35 @@ _ZERO = np.zeros(1, dtype=np.int32)
 
 _THREADS = 256
 
+#: Device helpers shared by the analysis kernels here and in ``_cuda_crt``: the loss histogram
+#: of :func:`ozsim.gemm.ozaki1.loss_histogram`, counted per block in shared memory (needs MAXD).
+HIST_DEVICE = r"""
+// count nonzero x in bin clamp(e - exponent(x), 0, MAXD) of the block's shared histogram
+__device__ __forceinline__ void oz_hist_add(unsigned int* sh, int e, double x)
+{
+    if (x != 0.0) {
+        int ev;
+        frexp(x, &ev);
+        int d = e - ev;
+        d = d < 0 ? 0 : (d > MAXD ? MAXD : d);
+        atomicAdd(&sh[d], 1u);
+    }
+}
+
+// add the block's shared histogram into the global one
+__device__ __forceinline__ void oz_hist_flush(const unsigned int* sh,
+                                              unsigned long long* __restrict__ hist)
+{
+    __syncthreads();
+    for (int i = threadIdx.x; i <= MAXD; i += blockDim.x)
+        if (sh[i]) atomicAdd(&hist[i], (unsigned long long)sh[i]);
+}
+"""
+
 _SOURCE = r"""
 #define MAXD %(maxd)d
 #define DMAX 1.7976931348623157e308
+%(hist)s
 
 // Scaling exponents (and optionally the loss histogram) of the rows of X (rows, k), complex128
 // with element strides (sr, sc). One thread per row: for rows adjacent in memory (|sr| == 1).
@@ -121,23 +147,12 @@ extern "C" __global__ void oz_analyse_t(
         if (want && !bad) {
             for (kk = 0; kk < k; ++kk) {
                 double2 v = p[kk * sc];
-                int ev, d;
-                if (v.x != 0.0) {
-                    frexp(v.x, &ev); d = e - ev; d = d < 0 ? 0 : (d > MAXD ? MAXD : d);
-                    atomicAdd(&sh[d], 1u);
-                }
-                if (v.y != 0.0) {
-                    frexp(v.y, &ev); d = e - ev; d = d < 0 ? 0 : (d > MAXD ? MAXD : d);
-                    atomicAdd(&sh[d], 1u);
-                }
+                oz_hist_add(sh, e, v.x);
+                oz_hist_add(sh, e, v.y);
             }
         }
     }
-    if (want) {
-        __syncthreads();
-        for (int i = threadIdx.x; i <= MAXD; i += blockDim.x)
-            if (sh[i]) atomicAdd(&hist[i], (unsigned long long)sh[i]);
-    }
+    if (want) oz_hist_flush(sh, hist);
 }
 
 // The same, one warp per row: for rows contiguous along k (|sc| == 1). blockDim.x %% 32 == 0.
@@ -175,23 +190,12 @@ extern "C" __global__ void oz_analyse_w(
         if (want && !bad) {
             for (long long kk = lane; kk < k; kk += 32) {
                 double2 v = p[kk * sc];
-                int ev, d;
-                if (v.x != 0.0) {
-                    frexp(v.x, &ev); d = e - ev; d = d < 0 ? 0 : (d > MAXD ? MAXD : d);
-                    atomicAdd(&sh[d], 1u);
-                }
-                if (v.y != 0.0) {
-                    frexp(v.y, &ev); d = e - ev; d = d < 0 ? 0 : (d > MAXD ? MAXD : d);
-                    atomicAdd(&sh[d], 1u);
-                }
+                oz_hist_add(sh, e, v.x);
+                oz_hist_add(sh, e, v.y);
             }
         }
     }
-    if (want) {
-        __syncthreads();
-        for (int i = threadIdx.x; i <= MAXD; i += blockDim.x)
-            if (sh[i]) atomicAdd(&hist[i], (unsigned long long)sh[i]);
-    }
+    if (want) oz_hist_flush(sh, hist);
 }
 """
 
@@ -377,7 +381,7 @@ def _module(key: str, source: str, options: tuple = ()):
 
 def _kernel(name: str):
     if name in ("oz_analyse_t", "oz_analyse_w"):
-        return _module("analyse", _SOURCE % {"maxd": MAX_EXP_DIFF}).get_function(name)
+        return _module("analyse", _SOURCE % {"maxd": MAX_EXP_DIFF, "hist": HIST_DEVICE}).get_function(name)
     if name == "oz_accumulate":
         return _module("accumulate", _ACCUM_SOURCE % {}).get_function(name)
     raise KeyError(name)

@@ -61,6 +61,7 @@ _SOURCE = r"""
 #define LBITS %(lbits)d
 #define MAXMOD 20
 #define MAXLIMB 4
+%(hist)s
 
 __device__ __forceinline__ double symmod(double x, double p, double ip, double hi, double lo)
 {
@@ -115,23 +116,12 @@ extern "C" __global__ void crt_norm(
         if (want) {
             for (long long kk = lane; kk < k; kk += lanes) {
                 const double2 v = p[kk * sc];
-                int ev, d;
-                if (v.x != 0.0) {
-                    frexp(v.x, &ev); d = fr - ev; d = d < 0 ? 0 : (d > MAXD ? MAXD : d);
-                    atomicAdd(&sh[d], 1u);
-                }
-                if (v.y != 0.0) {
-                    frexp(v.y, &ev); d = fr - ev; d = d < 0 ? 0 : (d > MAXD ? MAXD : d);
-                    atomicAdd(&sh[d], 1u);
-                }
+                oz_hist_add(sh, fr, v.x);
+                oz_hist_add(sh, fr, v.y);
             }
         }
     }
-    if (want) {
-        __syncthreads();
-        for (int i = threadIdx.x; i <= MAXD; i += blockDim.x)
-            if (sh[i]) atomicAdd(&hist[i], (unsigned long long)sh[i]);
-    }
+    if (want) oz_hist_flush(sh, hist);
 }
 
 // Symmetric INT8 residues of the rows of X (rows, k) complex128, element strides (sr, sc),
@@ -312,7 +302,8 @@ def _kernel(name: str, halves: int = 1):
     """A kernel of :data:`_SOURCE`, compiled once per number of 26-bit halves (``-DNH``)."""
     mod = _modules.get(halves)
     if mod is None:
-        code = _SOURCE % {"maxd": _MAX_EXP_DIFF, "nfrac": NORM_FRAC_BITS, "lbits": LIMB_BITS}
+        code = _SOURCE % {"maxd": _MAX_EXP_DIFF, "nfrac": NORM_FRAC_BITS, "lbits": LIMB_BITS,
+                          "hist": _cuda.HIST_DEVICE}
         mod = _modules[halves] = cp.RawModule(code=code, options=(f"-DNH={halves}",))
     return mod.get_function(name)
 
