@@ -122,3 +122,37 @@ def assert_same_distribution(counts_a: dict, counts_b: dict, alpha: float = 1e-3
         return
     p = chi2_contingency(table).pvalue
     assert p > alpha, f"p = {p:.2e}: {counts_a} vs {counts_b}"
+
+
+def embed_gate(u: np.ndarray, qubits, n: int) -> np.ndarray:
+    """The ``2**n x 2**n`` matrix of gate ``u`` on ``qubits`` by index arithmetic alone.
+
+    An oracle independent of ozsim's engine (no reshapes, no transposes): bit ``j`` of ``u``'s
+    index is qubit ``qubits[j]`` of the full index (little-endian); the other bits must agree.
+
+    Args:
+        u: ``(2**d, 2**d)`` complex.
+        qubits: the d target qubits.
+        n: number of qubits of the full space.
+
+    Returns:
+        ``(2**n, 2**n)`` complex128.
+    """
+    x = np.arange(1 << n)
+    sub = np.zeros_like(x)
+    for j, q in enumerate(qubits):
+        sub |= ((x >> q) & 1) << j
+    rest = x & ~sum(1 << q for q in qubits)
+    return u[np.ix_(sub, sub)] * (rest[:, None] == rest[None, :])
+
+
+def circuit_unitary(circuit) -> np.ndarray:
+    """``exp(i global_phase)`` times the product of an ozsim Circuit's (unconditioned) unitaries,
+    ``(2**N, 2**N)`` complex128, built with :func:`embed_gate` (keep N small)."""
+    n = circuit.num_qubits
+    full = np.eye(1 << n, dtype=np.complex128)
+    for op in circuit.operations:
+        if op.kind == "unitary":
+            assert op.condition is None, "conditioned gates have no single unitary"
+            full = embed_gate(op.matrix, op.qubits, n) @ full
+    return np.exp(1j * circuit.global_phase) * full

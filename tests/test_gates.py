@@ -7,6 +7,7 @@ import pytest
 
 from ozsim import gates
 from ozsim.gates import standard
+from ozsim.testing import circuit_unitary, embed_gate
 
 qiskit = pytest.importorskip("qiskit")
 from qiskit.circuit import library  # noqa: E402
@@ -19,23 +20,6 @@ _QISKIT_STANDARD = sorted(
 )
 # Entry-wise agreement with Qiskit: both evaluate the same closed forms in double precision.
 ATOL = 1e-14
-
-
-def _embed(u: np.ndarray, qubits, n: int) -> np.ndarray:
-    """Plain-numpy oracle: the 2^n x 2^n matrix of gate ``u`` on ``qubits`` (little-endian)."""
-    x = np.arange(1 << n)
-    sub = np.zeros_like(x)
-    for j, q in enumerate(qubits):
-        sub |= ((x >> q) & 1) << j
-    rest = x & ~sum(1 << q for q in qubits)
-    return u[np.ix_(sub, sub)] * (rest[:, None] == rest[None, :])
-
-
-def _circuit_unitary(circ) -> np.ndarray:
-    full = np.eye(1 << circ.num_qubits, dtype=np.complex128)
-    for op in circ.gates:
-        full = _embed(op.matrix, op.qubits, circ.num_qubits) @ full
-    return np.exp(1j * circ.global_phase) * full
 
 
 # -- standard gates ------------------------------------------------------------------------------
@@ -127,7 +111,7 @@ def test_standard_gate_errors():
 def test_embed_oracle_agrees_with_kron():
     u = gates.haar_unitary(4, 11)
     np.testing.assert_array_equal(
-        _embed(u, (1, 2), 4), np.kron(np.eye(2), np.kron(u, np.eye(2)))
+        embed_gate(u, (1, 2), 4), np.kron(np.eye(2), np.kron(u, np.eye(2)))
     )
 
 
@@ -246,7 +230,7 @@ def test_brickwork_errors():
 def test_qft_matches_qiskit(n):
     circ = gates.qft(n)
     np.testing.assert_allclose(
-        _circuit_unitary(circ), Operator(library.QFTGate(n)).data, rtol=0, atol=1e-12
+        circuit_unitary(circ), Operator(library.QFTGate(n)).data, rtol=0, atol=1e-12
     )
     from qiskit.synthesis import synth_qft_full
 
@@ -267,7 +251,7 @@ def test_qft_measure():
 @pytest.mark.parametrize("n", [1, 2, 5])
 def test_ghz(n):
     circ = gates.ghz(n, measure=True)
-    state = _circuit_unitary(circ)[:, 0]
+    state = circuit_unitary(circ)[:, 0]
     expected = np.zeros(1 << n, dtype=np.complex128)
     expected[0] = expected[-1] = 2**-0.5  # for n = 1: H|0>
     np.testing.assert_allclose(state, expected, rtol=0, atol=1e-15)

@@ -16,11 +16,16 @@ import pytest
 import ozsim
 from ozsim import Circuit, Operation, QasmError, UnsupportedOperationError, gates
 from ozsim.interop import from_qiskit, load_qasm, loads_qasm, to_qiskit
+from ozsim.testing import circuit_unitary
 
 qiskit = pytest.importorskip("qiskit")
 from qiskit import ClassicalRegister, QuantumCircuit, QuantumRegister, qasm2, qasm3  # noqa: E402
-from qiskit.circuit import Gate, IfElseOp, Parameter  # noqa: E402
-from qiskit.circuit import library  # noqa: E402
+from qiskit.circuit import (  # noqa: E402
+    Gate,
+    IfElseOp,
+    Parameter,
+    library,  # noqa: E402
+)
 from qiskit.circuit.classical import expr  # noqa: E402
 from qiskit.quantum_info import Operator  # noqa: E402
 
@@ -37,27 +42,6 @@ ATOL = 1e-12
 
 
 # -- plain-numpy oracle --------------------------------------------------------------------------
-def _embed(u: np.ndarray, qubits, n: int) -> np.ndarray:
-    """The 2^n x 2^n matrix of gate ``u`` on ``qubits`` (bit j of u's index is qubits[j])."""
-    x = np.arange(1 << n)
-    sub = np.zeros_like(x)
-    for j, q in enumerate(qubits):
-        sub |= ((x >> q) & 1) << j
-    rest = x & ~sum(1 << q for q in qubits)
-    return u[np.ix_(sub, sub)] * (rest[:, None] == rest[None, :])
-
-
-def _unitary(circ: Circuit) -> np.ndarray:
-    """exp(i global_phase) times the product of the circuit's unitary ops (all unconditioned)."""
-    n = circ.num_qubits
-    full = np.eye(1 << n, dtype=np.complex128)
-    for op in circ.operations:
-        if op.kind == "unitary":
-            assert op.condition is None
-            full = _embed(op.matrix, op.qubits, n) @ full
-    return np.exp(1j * circ.global_phase) * full
-
-
 def _apply(state: np.ndarray, u: np.ndarray, qubits, n: int) -> np.ndarray:
     """Apply gate ``u`` on ``qubits`` to an n-qubit state with tensordot (for larger n)."""
     d = len(qubits)
@@ -78,9 +62,9 @@ def _state(circ: Circuit) -> np.ndarray:
 def test_oracles_agree():
     circ = gates.brickwork(4, 3, 2, seed=1)
     circ.unitary(gates.haar_unitary(8, 2), [3, 0, 2])
-    np.testing.assert_allclose(_state(circ), _unitary(circ)[:, 0], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(_state(circ), circuit_unitary(circ)[:, 0], rtol=0, atol=1e-14)
     np.testing.assert_allclose(
-        _unitary(circ), Operator(to_qiskit(circ)).data, rtol=0, atol=ATOL
+        circuit_unitary(circ), Operator(to_qiskit(circ)).data, rtol=0, atol=ATOL
     )
 
 
@@ -117,7 +101,7 @@ def test_from_qiskit_random_circuit(seed):
     assert [op.name for op in circ.operations] == [
         i.operation.name for i in qc.data if i.operation.name != "id"  # id is dropped
     ]
-    np.testing.assert_allclose(_unitary(circ), Operator(qc).data, rtol=0, atol=ATOL)
+    np.testing.assert_allclose(circuit_unitary(circ), Operator(qc).data, rtol=0, atol=ATOL)
 
 
 @pytest.mark.parametrize("proto", _STANDARD, ids=lambda g: g.name)
@@ -132,7 +116,7 @@ def test_from_qiskit_each_standard_gate_on_permuted_qubits(proto):
         return
     (op,) = circ.operations
     assert op.name == proto.name and op.params == pytest.approx(tuple(params))
-    np.testing.assert_allclose(_unitary(circ), Operator(qc).data, rtol=0, atol=ATOL)
+    np.testing.assert_allclose(circuit_unitary(circ), Operator(qc).data, rtol=0, atol=ATOL)
 
 
 def test_unitary_gate_and_global_phase():
@@ -145,7 +129,7 @@ def test_unitary_gate_and_global_phase():
     assert op.name == "unitary" and op.qubits == (2, 0, 3)
     np.testing.assert_array_equal(op.matrix, u)
     assert circ.global_phase == pytest.approx(0.9)
-    np.testing.assert_allclose(_unitary(circ), Operator(qc).data, rtol=0, atol=ATOL)
+    np.testing.assert_allclose(circuit_unitary(circ), Operator(qc).data, rtol=0, atol=ATOL)
 
 
 def test_composite_gate_kept_whole_or_decomposed():
@@ -162,7 +146,7 @@ def test_composite_gate_kept_whole_or_decomposed():
         ("h", (3,)), ("cx", (3, 0)), ("rz", (1,))
     ]
     for circ in (whole, split):
-        np.testing.assert_allclose(_unitary(circ), Operator(qc).data, rtol=0, atol=ATOL)
+        np.testing.assert_allclose(circuit_unitary(circ), Operator(qc).data, rtol=0, atol=ATOL)
 
 
 def test_wide_composite_gate_is_decomposed_one_level():
@@ -399,7 +383,7 @@ c4x q[4],q[0],q[3],q[1],q[2];
 def test_qasm2_legacy_gates():
     circ = loads_qasm(_LEGACY)
     ref = qasm2.loads(_LEGACY, custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
-    np.testing.assert_allclose(_unitary(circ), Operator(ref).data, rtol=0, atol=ATOL)
+    np.testing.assert_allclose(circuit_unitary(circ), Operator(ref).data, rtol=0, atol=ATOL)
     ops = circ.operations
     np.testing.assert_array_equal(ops[0].matrix, gates.u3(0.1, 0.2, 0.3))  # U is u3
     np.testing.assert_array_equal(ops[1].matrix, gates.u3(0.4, -0.5, 0.6))  # so is u
@@ -447,7 +431,7 @@ majority q[3],q[0],q[2];
         ("majority", (3, 0, 2))
     ]
     ref = qasm2.loads(text, custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
-    np.testing.assert_allclose(_unitary(circ), Operator(ref).data, rtol=0, atol=ATOL)
+    np.testing.assert_allclose(circuit_unitary(circ), Operator(ref).data, rtol=0, atol=ATOL)
 
 
 def test_qasm2_parse_error_names_file_and_line(tmp_path):
@@ -542,7 +526,7 @@ def test_qasm3_gates():
     assert circ.cregs == [("c", 3)]
     assert [op.name for op in circ.operations][-1] == "mine"
     np.testing.assert_allclose(
-        _unitary(circ), Operator(qasm3.loads(_QASM3)).data, rtol=0, atol=ATOL
+        circuit_unitary(circ), Operator(qasm3.loads(_QASM3)).data, rtol=0, atol=ATOL
     )
 
 
