@@ -244,7 +244,9 @@ def test_strided_b_and_out_buffer():
     assert max_relative_error(out, exact_zgemm(a, np.ascontiguousarray(b))) < 1e-15
 
 
-@pytest.mark.parametrize("backend", ["zgemm", "int8x8", "int8-auto"])
+@pytest.mark.parametrize(
+    "backend", ["zgemm", "int8x8", "int8-auto", "int8-crt9", "int8-crt-auto"]
+)
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, complex(0, np.nan)])
 def test_nonfinite_inputs_raise(backend, bad):
     a = np.eye(4, dtype=np.complex128)

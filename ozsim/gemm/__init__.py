@@ -77,18 +77,16 @@ def parse_backend(backend: str) -> tuple[str, int | None]:
     name = backend.strip().lower()
     if name in ("zgemm", "int8-auto", "int8-crt-auto"):
         return name, None
-    m = _FIXED.fullmatch(name)
-    if m:
-        s = int(m.group(1))
-        if not MIN_SPLITS <= s <= MAX_SPLITS:
-            raise ValueError(f"backend {backend!r}: the number of splits must be in 3..18")
-        return "int8", s
-    m = _CRT.fullmatch(name)
-    if m:
-        n = int(m.group(1))
-        if not MIN_MODULI <= n <= MAX_MODULI:
-            raise ValueError(f"backend {backend!r}: the number of moduli must be in 2..20")
-        return "int8-crt", n
+    for pattern, kind, lo, hi, what in (
+        (_FIXED, "int8", MIN_SPLITS, MAX_SPLITS, "splits"),
+        (_CRT, "int8-crt", MIN_MODULI, MAX_MODULI, "moduli"),
+    ):
+        m = pattern.fullmatch(name)
+        if m:
+            count = int(m.group(1))
+            if not lo <= count <= hi:
+                raise ValueError(f"backend {backend!r}: the number of {what} must be in {lo}..{hi}")
+            return kind, count
     raise ValueError(f"unknown backend {backend!r}; expected {BACKEND_HELP}")
 
 
