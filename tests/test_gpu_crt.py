@@ -56,7 +56,8 @@ def test_analysis_matches_cpu(m, k, n):
 
 @pytest.mark.parametrize("bits", [40, 60, 100, 150])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_residues_match_cpu(bits, weighted):
+@pytest.mark.parametrize("rounding", [True, False])
+def test_residues_match_cpu(bits, weighted, rounding):
     a, b = _pair(2, 9, 70, 11, 4.0)
     n_mod = 20
     const = crt_constants(n_mod)
@@ -65,10 +66,10 @@ def test_residues_match_cpu(bits, weighted):
         kpad = _cuda.padded_k(x_host.shape[1])
         ra = -(-x_host.shape[0] // 4) * 4
         got = _cuda_crt.residues_gpu(x_dev, cp.asarray(f), bits, n_mod, weighted=weighted,
-                                     kpad=kpad, rows_alloc=ra).get()
+                                     kpad=kpad, rows_alloc=ra, rounding=rounding).get()
         shift = (bits - f)[:, None]
-        pr = scaled_pieces(x_host.real, shift, bits)
-        pi = scaled_pieces(x_host.imag, shift, bits)
+        pr = scaled_pieces(x_host.real, shift, bits, rounding=rounding)
+        pi = scaled_pieces(x_host.imag, shift, bits, rounding=rounding)
         rows, k = x_host.shape
         for i, (p, q) in enumerate(zip(const.moduli, const.weights)):
             want = residues(pr, pi, p, q if weighted else 1)

@@ -5,7 +5,7 @@ path's integers and its one final rounding with the same operations in the same 
 ``int8-crt{N}`` and ``int8-crt-auto`` give the same bits on CPU and GPU (signed zeros aside).
 Every intermediate is an exact integer (module docstring of :mod:`ozsim.gemm.ozaki2`), so FMA
 contraction changes nothing: the one inexact FP64 sum, the quotient estimate ``sum u_p / p``, is
-only used through ``rint``, which the ``P / 4`` margin makes exact.
+only used through ``rint``, which the margin of ``|C'| < (P / 2)(1 - 2**-40)`` makes exact.
 
 ============  ===================================================================================
 stage         what runs
@@ -15,7 +15,7 @@ analyse       :func:`ozsim.gemm._cuda.analyse` (ozIMMU exponents ``e``, NaN/Inf 
               warp or one thread per row) and, for ``int8-crt-auto``, the loss histogram
               against ``f`` (shared-memory counts).
 residues      ``crt_residues``: reads each complex value once, scales it to its integer
-              (``trunc(ldexp(x, g - f))``, as exact 26-bit halves ``h_i``, so that one FMA chain
+              (``rint`` or ``trunc`` of ``ldexp(x, g - f)``, as exact 26-bit halves ``h_i``, so that one FMA chain
               ``sum h_i (2**(26 i) mod p)`` below ``2**36`` and one symmetric reduction give each
               residue: the CPU's integers by other exact steps) and writes the symmetric INT8
               residues ``[Re, Im, Re + Im]`` of **all** N moduli, K-major, zero-padded:
@@ -23,8 +23,9 @@ residues      ``crt_residues``: reads each complex value once, scales it to its 
               :class:`~ozsim.gemm.ozaki2.PreparedCRTOperand`; B's are made per column block.
 INT8 GEMMs    per modulus three ``cublasGemmEx`` INT8 -> INT32 "TN" products (Karatsuba
               ``T1 = Ar Br``, ``T2 = Ai Bi``, ``T3 = (Ar+Ai)(Br+Bi)``) through
-              :func:`ozsim.gemm._cuda._gemm_tn`, in pieces of ``K <= _cuda.MAX_GEMM_K`` added
-              with beta = 1 (exact: ``k 2**14 < 2**31``).
+              :func:`ozsim.gemm._cuda.gemm_tn_long`: ``cublasGemmEx`` in pieces of
+              ``K <= 8192`` added with beta = 1, or a cuBLASLt algorithm for the whole K,
+              whichever was faster when the shape was first seen (exact: ``k 2**14 < 2**31``).
 reduce        ``crt_reduce``: per modulus, reads the three INT32 planes and writes the residues
               ``u_re = (T1 - T2) mod p`` and ``u_im = (T3 - T1 - T2) mod p`` as UINT8 (2 bytes
               per output instead of 12).
@@ -49,7 +50,7 @@ import numpy as np
 
 from . import _cuda
 from .ozaki1 import _MAX_EXP_DIFF
-from .ozaki2 import LIMB_BITS, NORM_FRAC_BITS, crt_constants
+from .ozaki2 import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS, crt_constants
 
 __all__ = ["analyse", "int8_crt_zgemm_gpu", "last_stats", "residues_gpu"]
 
@@ -58,6 +59,7 @@ _THREADS = _cuda._THREADS
 _SOURCE = r"""
 #define MAXD %(maxd)d
 #define NFRAC %(nfrac)d
+#define ALLOW %(allow)d
 #define LBITS %(lbits)d
 #define MAXMOD 20
 #define MAXLIMB 4
@@ -75,8 +77,9 @@ __device__ __forceinline__ double symmod(double x, double p, double ip, double h
 // Norm exponents f of the rows of X (rows, k) complex128, element strides (sr, sc), given the
 // ozIMMU exponents e: S = sum ceil(|x| 2**(NFRAC - e))**2 (integers < 2**53, exact in any
 // order), f = e - NFRAC + ceil(bitlength(S) / 2), 0 for a zero row. With hist != 0 also the
-// histogram of d = f - exponent(x) over the nonzero real scalars (ozaki1.loss_histogram
-// against f). warp != 0: one warp per row (rows contiguous along k), else one thread per row.
+// loss histogram of ozaki2.analyse_rows: bin d + ALLOW - a over the nonzero real scalars, with
+// a = min(ALLOW, floor(log2(nnz) / 2)) from the row's count of nonzero scalars.
+// warp != 0: one warp per row (rows contiguous along k), else one thread per row.
 extern "C" __global__ void crt_norm(
     const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
     const int* __restrict__ e, int* __restrict__ f, unsigned long long* __restrict__ hist,
@@ -96,15 +99,20 @@ extern "C" __global__ void crt_norm(
         const double2* p = x + r * sr;
         const int er = e[r];
         double s = 0.0;
+        int nnz = 0;
         for (long long kk = lane; kk < k; kk += lanes) {
             const double2 v = p[kk * sc];
             const double qa = ceil(ldexp(fabs(v.x), NFRAC - er));
             const double qb = ceil(ldexp(fabs(v.y), NFRAC - er));
             s += qa * qa;
             s += qb * qb;
+            nnz += (v.x != 0.0) + (v.y != 0.0);
         }
         if (warp) {
-            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            for (int o = 16; o > 0; o >>= 1) {
+                s += __shfl_xor_sync(0xffffffffu, s, o);
+                nnz += __shfl_xor_sync(0xffffffffu, nnz, o);
+            }
         }
         int fr = 0;
         if (s > 0.0) {
@@ -113,11 +121,13 @@ extern "C" __global__ void crt_norm(
             fr = er - NFRAC + (bl + 1) / 2;
         }
         if (lane == 0) f[r] = fr;
-        if (want) {
+        if (want && nnz > 0) {
+            int a = (31 - __clz(nnz)) / 2;  // floor(log2(nnz) / 2)
+            const int fh = fr + ALLOW - (a < ALLOW ? a : ALLOW);
             for (long long kk = lane; kk < k; kk += lanes) {
                 const double2 v = p[kk * sc];
-                oz_hist_add(sh, fr, v.x);
-                oz_hist_add(sh, fr, v.y);
+                oz_hist_add(sh, fh, v.x);
+                oz_hist_add(sh, fh, v.y);
             }
         }
     }
@@ -125,10 +135,10 @@ extern "C" __global__ void crt_norm(
 }
 
 // Symmetric INT8 residues of the rows of X (rows, k) complex128, element strides (sr, sc),
-// scaled to integers v = trunc(ldexp(x, bits - f[r])), for nmod moduli: out is
-// (nmod, 3, ra, kpad) int8, [Re, Im, Re + Im] per modulus, rows >= rows and k >= k zero.
-// v (|v| < 2**bits, bits <= 26 NH) is split exactly into NH halves of 26 bits,
-// v = sum_i h_i 2**(26 i) (|h_i| < 2**26, one sign), so that per modulus
+// scaled to integers v = rint(ldexp(x, bits - f[r])) (rnd != 0; else trunc), for nmod moduli:
+// out is (nmod, 3, ra, kpad) int8, [Re, Im, Re + Im] per modulus, rows >= rows and k >= k zero.
+// v (|v| <= 2**bits, bits <= 26 NH) is split exactly into NH halves of 26 bits,
+// v = sum_i h_i 2**(26 i) (|h_i| <= 2**26, one sign), so that per modulus
 // v mod p = symmod(sum_i h_i W_i) with W_i = 2**(26 i) * weight mod p (|W_i| <= 128): the sum is
 // an integer below NH 2**33 (exact FMAs), and one symmod per part and modulus suffices.
 // cst is (nmod, 12) double: p, 1/p, hi, lo, W_0 .. W_5, 0, 0. Each thread handles 4 consecutive
@@ -138,7 +148,7 @@ extern "C" __global__ void crt_norm(
 extern "C" __global__ void crt_residues(
     const double2* __restrict__ x, long long rows, long long ra, long long k, long long kpad,
     long long sr, long long sc, const int* __restrict__ f, int bits, int nmod,
-    const double* __restrict__ cst, signed char* __restrict__ out, int qb)
+    const double* __restrict__ cst, signed char* __restrict__ out, int qb, int rnd)
 {
     const long long nq = kpad / 4;
     const int rb = qb ? 32 / qb : 1;
@@ -167,7 +177,8 @@ extern "C" __global__ void crt_residues(
             const double2 v = (valid && kk < k) ? x[r * sr + kk * sc] : make_double2(0.0, 0.0);
 #pragma unroll
             for (int part = 0; part < 2; ++part) {
-                double y = trunc(ldexp(part ? v.y : v.x, sh));  // exact
+                const double ys = ldexp(part ? v.y : v.x, sh);  // exact
+                double y = rnd ? rint(ys) : trunc(ys);  // the scheme's one rounding
 #pragma unroll
                 for (int i = NH - 1; i > 0; --i) {
                     const double hi_ = trunc(ldexp(y, -26 * i));  // exact
@@ -209,26 +220,40 @@ extern "C" __global__ void crt_residues(
 }
 
 // One modulus: t holds the INT32 planes T1, T2, T3 (each (mp, ld) row-major, plane elements
-// apart); u gets u_re = (T1 - T2) mod p and u_im = (T3 - T1 - T2) mod p in [0, p) as UINT8,
-// (2, m, nb) dense. Rows along grid y, columns along x (no integer division).
+// apart, ld a multiple of 4); u gets u_re = (T1 - T2) mod p and u_im = (T3 - T1 - T2) mod p in
+// [0, p) as UINT8, (2, m, nb) dense. Each thread takes 4 adjacent columns (16-byte loads); rows
+// along grid y and columns along x, both grid-stride (a few thousand blocks in all).
+__device__ __forceinline__ unsigned char crt_u(double x, double p, double ip, double hi, double lo)
+{
+    double r = symmod(x, p, ip, hi, lo);
+    if (r < 0.0) r += p;
+    return (unsigned char)(int)r;
+}
+
 extern "C" __global__ void crt_reduce(
     const int* __restrict__ t, long long m, long long nb, long long ld, long long plane,
     double p, double ip, double hi, double lo, unsigned char* __restrict__ u)
 {
     const long long total = m * nb;
+    const long long nq = (nb + 3) / 4;
     for (long long i = blockIdx.y; i < m; i += gridDim.y) {
-        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < nb;
-             j += (long long)gridDim.x * blockDim.x) {
-            const long long o = i * ld + j, idx = i * nb + j;
-            const double t1 = (double)t[o], t2 = (double)t[plane + o];
-            const double t3 = (double)t[2 * plane + o];
-            const double re = t1 - t2;             // exact
-            const double im = t3 - re - 2.0 * t2;  // T3 - T1 - T2, exact
-            double ur = symmod(re, p, ip, hi, lo), ui = symmod(im, p, ip, hi, lo);
-            if (ur < 0.0) ur += p;
-            if (ui < 0.0) ui += p;
-            u[idx] = (unsigned char)(int)ur;
-            u[total + idx] = (unsigned char)(int)ui;
+        for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < nq;
+             q += (long long)gridDim.x * blockDim.x) {
+            const long long o = i * ld + 4 * q, idx = i * nb + 4 * q;
+            const int4 a = *(const int4*)(t + o);
+            const int4 b = *(const int4*)(t + plane + o);
+            const int4 c = *(const int4*)(t + 2 * plane + o);
+            const int t1[4] = {a.x, a.y, a.z, a.w}, t2[4] = {b.x, b.y, b.z, b.w};
+            const int t3[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if (4 * q + e < nb) {
+                    const double re = (double)t1[e] - (double)t2[e];        // exact
+                    const double im = (double)t3[e] - re - 2.0 * (double)t2[e];  // exact
+                    u[idx + e] = crt_u(re, p, ip, hi, lo);
+                    u[total + idx + e] = crt_u(im, p, ip, hi, lo);
+                }
+            }
         }
     }
 }
@@ -263,7 +288,7 @@ extern "C" __global__ void crt_finish(
                 double d[MAXLIMB] = {0.0, 0.0, 0.0, 0.0};
                 for (int l = 0; l < nmod; ++l) {
                     const double v = (double)u[(2 * l + part) * total + idx];
-                    q += v * invp[l];  // only rint(q) is used: exact (|C'| < P/4)
+                    q += v * invp[l];  // only rint(q) is used: exact (|C'| < P/2 (1 - 2**-40))
 #pragma unroll
                     for (int c = 0; c < MAXLIMB; ++c)
                         if (c < nlimb) d[c] += v * lm[l * nlimb + c];  // exact, < 2**53
@@ -293,7 +318,7 @@ extern "C" __global__ void crt_finish(
 """
 
 _modules: dict = {}
-#: Bits per exact half of a scaled integer in ``crt_residues`` (``6 * 26 >= 153 = gamma(20)``).
+#: Bits per exact half of a scaled integer in ``crt_residues`` (``6 * 26 >= 154 = gamma(20)``).
 HALF_BITS = 26
 MAX_HALVES = 6
 
@@ -303,7 +328,7 @@ def _kernel(name: str, halves: int = 1):
     mod = _modules.get(halves)
     if mod is None:
         code = _SOURCE % {"maxd": _MAX_EXP_DIFF, "nfrac": NORM_FRAC_BITS, "lbits": LIMB_BITS,
-                          "hist": _cuda.HIST_DEVICE}
+                          "allow": LOSS_ALLOWANCE_BITS, "hist": _cuda.HIST_DEVICE}
         mod = _modules[halves] = cp.RawModule(code=code, options=(f"-DNH={halves}",))
     return mod.get_function(name)
 
@@ -311,6 +336,12 @@ def _kernel(name: str, halves: int = 1):
 def _grid2(m: int, nb: int) -> tuple[int, int]:
     """2-D grid of the per-output kernels: columns along x (256 a block), rows along y."""
     return int(max(1, min(-(-nb // _THREADS), 4096))), int(max(1, min(m, 65535)))
+
+
+def _grid_reduce(m: int, nb: int) -> tuple[int, int]:
+    """Grid of ``crt_reduce``: 4 columns a thread along x, at most ~8 blocks per SM in all."""
+    gx = max(1, min(-(-nb // (4 * _THREADS)), 64))
+    return int(gx), int(max(1, min(m, 8 * _cuda._sms() // gx + 1, 65535)))
 
 
 #: Sizes and layout of the last :func:`int8_crt_zgemm_gpu` call (working-memory report).
@@ -363,7 +394,7 @@ def _residue_constants(num_moduli: int, weighted: bool):
 
 
 def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int, rows_alloc: int,
-                 out=None):
+                 rounding: bool = True, out=None):
     """INT8 residues of the rows of ``x`` for all moduli, K-major: :func:`ozaki2.residues` on GPU.
 
     Args:
@@ -374,11 +405,13 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
         weighted: fold the CRT weights ``q_p`` in (the A operand).
         kpad: stored inner dimension (a multiple of 4).
         rows_alloc: stored rows (``>= rows``, a multiple of 4).
+        rounding: round the scaled integers to nearest (else truncate): ``CRTPlan.rounding``.
         out (cupy.ndarray): ``(N, 3, rows_alloc, kpad)`` int8 buffer, or ``None``.
 
     Returns:
         ``(N, 3, rows_alloc, kpad)`` int8: ``[l, :, :rows, :k]`` equals
-        ``ozaki2.residues(pieces_re, pieces_im, p_l, q_l or 1)``; the padding is 0.
+        ``ozaki2.residues(pieces_re, pieces_im, p_l, q_l or 1)`` (pieces from
+        ``ozaki2.scaled_pieces(..., rounding=rounding)``); the padding is 0.
     """
     rows, k = x.shape
     halves = max(1, -(-bits // HALF_BITS))
@@ -400,7 +433,8 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
     _kernel("crt_residues", halves)(
         (_cuda._grid(total),), (_THREADS,),
         (x, np.int64(rows), np.int64(rows_alloc), np.int64(k), np.int64(kpad), np.int64(sr),
-         np.int64(sc), f, np.int32(bits), np.int32(num_moduli), cst, out, np.int32(qb)))
+         np.int64(sc), f, np.int32(bits), np.int32(num_moduli), cst, out, np.int32(qb),
+         np.int32(bool(rounding))))
     return out
 
 
@@ -408,18 +442,19 @@ def _pad4(x: int) -> int:
     return -(-x // 4) * 4
 
 
-def prepared_residues(prep, bits: int, num_moduli: int, kpad: int):
-    """A's residues ``(N, 3, mp, kpad)`` int8, cached on the prepared operand by ``(bits, N)``
-    (a larger ``N`` with the same bits is reused: residues do not depend on ``N``)."""
+def prepared_residues(prep, bits: int, num_moduli: int, kpad: int, rounding: bool = True):
+    """A's residues ``(N, 3, mp, kpad)`` int8, cached on the prepared operand by ``(bits, N,
+    rounding)`` (a larger ``N`` with the same bits and rounding is reused: residues do not depend
+    on ``N``)."""
     cache = prep._device_cache
-    for (b, n, kp), r in cache.items():
-        if b == bits and kp == kpad and n >= num_moduli:
+    for (b, n, kp, rd), r in cache.items():
+        if b == bits and kp == kpad and rd == rounding and n >= num_moduli:
             return r[:num_moduli]
     m = prep.shape[0]
     with _cuda._stage("residues_a"):
         r = residues_gpu(prep.matrix, prep.norm_exponents, bits, num_moduli, weighted=True,
-                         kpad=kpad, rows_alloc=_pad4(m))
-    cache[(bits, num_moduli, kpad)] = r
+                         kpad=kpad, rows_alloc=_pad4(m), rounding=rounding)
+    cache[(bits, num_moduli, kpad, rounding)] = r
     return r
 
 
@@ -460,7 +495,7 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
     nb = max(4, min(_pad4(n), int(workspace_bytes) // per_col // 4 * 4))
     nb = min(nb, n)
     nbp = _pad4(nb)
-    a_res = prepared_residues(prep, ga, N, kpad)
+    a_res = prepared_residues(prep, ga, N, kpad, plan.rounding)
     b_res = cp.empty((N, 3, nbp, kpad), dtype=cp.int8)
     planes = cp.empty((3, mp, nbp), dtype=cp.int32)
     u = cp.empty((N, 2, m, nb), dtype=cp.uint8)
@@ -481,7 +516,8 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         bres = b_res.ravel()[: N * 3 * nbpj * kpad].reshape(N, 3, nbpj, kpad)
         with _cuda._stage("residues_b"):
             residues_gpu(b[:, j0 : j0 + nbj].T, b_exponents[j0 : j0 + nbj], gb, N,
-                         weighted=False, kpad=kpad, rows_alloc=nbpj, out=bres)
+                         weighted=False, kpad=kpad, rows_alloc=nbpj, rounding=plan.rounding,
+                         out=bres)
         uj = u.ravel()[: N * 2 * m * nbj].reshape(N, 2, m, nbj)
         pl = planes.ravel()[: 3 * mp * nbpj]
         for i, p in enumerate(const.moduli):
@@ -490,12 +526,10 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
                     a_ptr = a_res[i, t].data.ptr
                     b_ptr = bres[i, t].data.ptr
                     c_ptr = pl.data.ptr + 4 * t * mp * nbpj
-                    for off in range(0, kpad, _cuda.MAX_GEMM_K):
-                        _cuda._gemm_tn(handle, nbpj, mp, min(_cuda.MAX_GEMM_K, kpad - off),
-                                       b_ptr + off, kpad, a_ptr + off, kpad, c_ptr, nbpj,
-                                       beta=off > 0)
+                    _cuda.gemm_tn_long(handle, nbpj, mp, kpad, b_ptr, kpad, a_ptr, kpad,
+                                       c_ptr, nbpj)
             with _cuda._stage("reduce"):
-                reduce_k(_grid2(m, nbj), (_THREADS,),
+                reduce_k(_grid_reduce(m, nbj), (_THREADS,),
                          (pl, np.int64(m), np.int64(nbj), np.int64(nbpj), np.int64(mp * nbpj),
                           np.float64(p), np.float64(1.0 / p), np.float64((p - 1) // 2),
                           np.float64(-(p // 2)), uj[i]))
