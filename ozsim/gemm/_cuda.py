@@ -18,8 +18,9 @@ INT8 GEMMs    ``cublasGemmEx`` with ``CUDA_R_8I`` inputs, ``CUDA_R_32I`` output 
               ``CUBLAS_COMPUTE_32I``, both operands K-major ("TN"): one INT32 plane per group
               ``P_t = sum_{i+j=t} A_i B_j`` (K = (t-1) kpad), split into planes of at most
               ``floor((2**31-1) / (k (2**b-1)**2))`` slice pairs so that each INT32 sum is exact;
-              a plane's GEMM runs in pieces of K <= :data:`MAX_GEMM_K` added with beta = 1
-              (cuBLAS's INT8 rate drops for longer K). For A with at most 32 rows (gates of
+              a plane's GEMM runs as :func:`gemm_tn_long`: in pieces of K <= :data:`MAX_GEMM_K`
+              added with beta = 1 (cuBLAS's own INT8 choice slows down for longer K) or as one
+              cuBLASLt call, whichever was faster when the shape was first seen. For A with at most 32 rows (gates of
               d <= 4 qubits) ``oz_small_gemm`` computes the same planes on the CUDA cores
               (``__dp4a``), where cuBLAS's skinny INT8 GEMMs run at a tenth of memory bandwidth.
 accumulate    ``oz_accumulate``: one pass reads the INT32 products of every group, forms
@@ -656,6 +657,20 @@ def _gemm_tn(handle, m_, n_, k_, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, beta=False)
                   _CUDA_R_32I, ldc, _COMPUTE_32I, _GEMM_DEFAULT)
 
 
+def gemm_tn_long(handle, m_, n_, k_, a_ptr, lda, b_ptr, ldb, c_ptr, ldc) -> None:
+    """:func:`_gemm_tn` (beta = 0) for any ``k_`` whose INT32 sums are exact: the fastest of
+    ``cublasGemmEx`` in pieces of ``K <= MAX_GEMM_K`` (added with beta = 1, exact in INT32) and
+    the cuBLASLt algorithms, timed once per shape (:mod:`ozsim.gemm._cublaslt`)."""
+    from . import _cublaslt
+
+    def pieces(beta: bool) -> None:
+        for off in range(0, k_, MAX_GEMM_K):
+            _gemm_tn(handle, m_, n_, min(MAX_GEMM_K, k_ - off), a_ptr + off, lda, b_ptr + off,
+                     ldb, c_ptr, ldc, beta=beta or off > 0)
+
+    _cublaslt.gemm_tn(pieces, m_, n_, k_, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
+
+
 def prepared_slices(prep, num_splits: int, bits: int):
     """A's slices ``(2 mp, s, kpad)`` int8 for the GPU, cached on the :class:`PreparedOperand`."""
     key = ("cuda", num_splits, bits)
@@ -733,12 +748,10 @@ def int8_zgemm_gpu(prep, b, num_splits: int, bits: int, *, b_exponents=None, out
                        np.int32(len(gl)), prod_buf, np.int64(2 * nbp)), shared_mem=smem)
             else:
                 for g, (t, a0, a1) in enumerate(gl):
-                    kg = (a1 - a0) * kpad
-                    for off in range(0, kg, MAX_GEMM_K):  # pieces add up in INT32 (beta = 1)
-                        _gemm_tn(handle, 2 * nbp, 2 * mp, min(MAX_GEMM_K, kg - off),
-                                 b_sl.data.ptr + (s - t + 1 + a0) * kpad + off, lda,
-                                 a_sl.data.ptr + a0 * kpad + off, lda,
-                                 prod_buf.data.ptr + g * plane_bytes, 2 * nbp, beta=off > 0)
+                    gemm_tn_long(handle, 2 * nbp, 2 * mp, (a1 - a0) * kpad,
+                                 b_sl.data.ptr + (s - t + 1 + a0) * kpad, lda,
+                                 a_sl.data.ptr + a0 * kpad, lda,
+                                 prod_buf.data.ptr + g * plane_bytes, 2 * nbp)
         with _stage("accumulate"):
             acc((_grid(m * nb),), (_THREADS,),
                 (prod_buf, np.int64(m), np.int64(mp), np.int64(nb), np.int64(nbp),
