@@ -8,7 +8,7 @@ Sections (each row: median of ``--reps`` timed runs after one warm-up, CUDA even
 whole ``zgemm`` call, both operands' analysis and residues included):
 
 - square ``n x n x n`` (default 4096, 8192, 16384), Ozaki inputs ``(rand - 0.5) exp(phi randn)``
-  with phi = 1 (as ``gemm_bench.py``): cuBLAS ZGEMM (CuPy matmul), ``int8-crt-auto`` at each
+  with each ``--phi`` (default 1, as ``gemm_bench.py``): cuBLAS ZGEMM (CuPy matmul), ``int8-crt-auto`` at each
   ``--T`` and ``int8-crt{N}`` for each ``--fixed`` N. TFLOP/s = ``8 n**3 / t``; ``max rel err`` over
   64 sampled entries (8 rows x 8 columns) against the exact product
   (:func:`ozsim.testing.exact_zgemm`, integer arithmetic on the host, computed once per shape).
@@ -16,7 +16,8 @@ whole ``zgemm`` call, both operands' analysis and residues included):
   CRT) of one scheme II run per square shape.
 - state-vector GEMMs: a Haar ``2**d x 2**d`` gate times a Gaussian ``2**d x 2**(N-d)`` state.
 - brickwork circuits (``ozsim.gates.brickwork``, depth 4, fusion off: one GEMM per gate) through
-  ``Simulator``: wall time per circuit and the relative error of Re<0|psi> against the zgemm run.
+  ``Simulator``: wall time of the second run of the circuit (the first compiles kernels and
+  tunes cuBLASLt for its shapes) and the relative error of Re<0|psi> against the zgemm run.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):
 def _fmt(r):
     name = r["backend"] + ("" if r["T"] is None else f" T={r['T']:g}")
     n = "fb" if r["fallback"] else (r["moduli"] or "-")
-    return (f"{r['shape']:>16} {name:>18} N={n!s:>2} {r['ms']:10.2f} ms {r['tflops']:8.2f} "
+    return (f"{r['shape']:>22} {name:>18} N={n!s:>2} {r['ms']:10.2f} ms {r['tflops']:8.2f} "
             f"TFLOP/s  x{r['speedup']:5.2f}  err {r['max_rel_err']:.2e}")
 
 
@@ -108,12 +109,11 @@ def bench_circuits(num_qubits, ds, depth, ts, fixed):
     rows = []
     for d in ds:
         circ = brickwork(num_qubits, depth, gate_qubits=d, seed=100 + d)
-        warm = brickwork(num_qubits - 4, depth, gate_qubits=d, seed=100 + d)
         ref_amp, base = None, None
         for backend, T in _backends(ts, fixed):
             sim = Simulator(backend=backend, T=1.0 if T is None else T, device="gpu",
                             max_fused_qubits=0)
-            sim.run(warm)
+            sim.run(circ)  # warm-up on the same shapes: kernels compiled, cuBLASLt tuned
             res = sim.run(circ)
             md = res.metadata
             amp = res.statevector[0]
@@ -144,6 +144,9 @@ def main(argv=None) -> int:
     p.add_argument("--circuit-d", default="8,9,10,11,12")
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--phi", default="1", help="phi of the square inputs, comma-separated")
+    p.add_argument("--stages", default="", help="backend whose stages to time per square shape "
+                   "(default: int8-crt{last --fixed}); 'auto0' = int8-crt-auto T=0")
     p.add_argument("--json", default="benchmarks/results/crt_bench.json")
     args = p.parse_args(argv)
     cp = _cp()
@@ -163,14 +166,17 @@ def main(argv=None) -> int:
 
     print(f"GPU {gpu}, CuPy {cp.__version__}, CUDA runtime {meta['cuda_runtime']}", flush=True)
     rng = np.random.default_rng(0)
-    for n in [int(x) for x in args.square.split(",") if x]:
-        a, b = square_inputs(n, seed=n)
-        stage_n = fixed[-1] if fixed else None
-        out["square"] += bench_gemm(f"square {n}", a, b, _backends(ts, fixed), args.reps, rng,
-                                    (f"int8-crt{stage_n}", None) if stage_n else None)
-        save()
-        del a, b
-        cp.get_default_memory_pool().free_all_blocks()
+    stages = (("int8-crt-auto", 0.0) if args.stages == "auto0" else
+              (args.stages, None) if args.stages else
+              (f"int8-crt{fixed[-1]}", None) if fixed else None)
+    for phi in [float(x) for x in args.phi.split(",") if x]:
+        for n in [int(x) for x in args.square.split(",") if x]:
+            a, b = square_inputs(n, seed=n, phi=phi)
+            out["square"] += bench_gemm(f"square {n} phi={phi:g}", a, b, _backends(ts, fixed),
+                                        args.reps, rng, stages)
+            save()
+            del a, b
+            cp.get_default_memory_pool().free_all_blocks()
     for d in [int(x) for x in args.state_d.split(",") if x]:
         gate, state = state_inputs(args.state_qubits, d, seed=100 + d)
         out["state"] += bench_gemm(f"N={args.state_qubits} d={d}", gate, state,
@@ -182,6 +188,14 @@ def main(argv=None) -> int:
     cds = [int(x) for x in args.circuit_d.split(",") if x]
     if cds:
         out["circuits"] = bench_circuits(args.circuit_qubits, cds, args.depth, ts, fixed[-1:])
+    try:
+        from ozsim.gemm import _cublaslt
+
+        out["cublaslt_tuning"] = _cublaslt.tuning_log()
+        for key, times, choice in out["cublaslt_tuning"]:
+            print(f"  cuBLASLt tuning {key}: {choice} of {times}", flush=True)
+    except ImportError:
+        pass
     save()
     print(f"wrote {args.json}")
     return 0
