@@ -72,7 +72,8 @@ class Result:
             fusion), ``fusion`` (:meth:`ozsim.fusion.FusionReport.as_dict`), ``splits``
             (histogram ``{num_splits: GEMM count}``; ``"crt{N}"`` for scheme II with N moduli,
             ``"zgemm"`` for native), ``fallbacks``
-            (INT8-AUTO GEMMs that ran native ZGEMM), ``max_mean_loss_bits``, ``wall_time_s``,
+            (INT8-AUTO GEMMs that ran native ZGEMM), ``max_mean_loss_bits`` (signed for
+            ``int8-crt-auto``: see :class:`ozsim.gemm.GemmInfo`), ``wall_time_s``,
             ``peak_memory_bytes``, ``measurements`` (``{qubit: [clbits]}`` of the final
             measurements), ``mode`` (``"statevector"``, or ``"trajectories"`` for circuits with
             mid-circuit measurements, resets or conditioned gates) and, for trajectories,

@@ -99,7 +99,9 @@ class GemmInfo:
         num_splits: slices used (``None`` for native ZGEMM).
         bits_per_slice: ``b`` (``None`` for native ZGEMM).
         mean_loss_a, mean_loss_b: mean mantissa loss in bits over the nonzero scalars of each
-            operand at ``num_splits`` (``None`` where not computed: native, or fixed ``s``).
+            operand at ``num_splits`` (``None`` where not computed: native, or fixed ``s``);
+            for ``int8-crt-auto`` signed and counted against FP64's own accuracy (negative:
+            bits to spare; :mod:`ozsim.gemm.ozaki2`).
         fallback: INT8-AUTO found no ``s <= 18`` within ``T`` (``int8-crt-auto``: no ``N <= 20``)
             and ran native ZGEMM.
         num_moduli: Ozaki scheme II: moduli used (``None`` for the other backends).
