@@ -334,35 +334,6 @@ def test_auto_counts_nonzeros_only_on_the_first_gate():
     assert np.all(c[:, 1:] == 0)
 
 
-def test_auto_falls_back_when_20_moduli_are_too_few():
-    a = np.full((2, 64), 1e-300, dtype=np.complex128)
-    a[:, 0] = 1.0  # every row spans ~1000 binades
-    b = ozaki_matrix(np.random.default_rng(4), 64, 3, 1.0)
-    c, info = zgemm(a, b, backend="int8-crt-auto", T=1, return_info=True)
-    assert info.fallback and info.num_moduli is None
-    np.testing.assert_array_equal(c, a @ b)
-
-
-@pytest.mark.parametrize("backend", ["int8-crt8", "int8-crt16", "int8-crt-auto"])
-def test_zero_rows_columns_subnormal_and_extreme_exponents(backend):
-    rng = np.random.default_rng(5)
-    a = ozaki_matrix(rng, 6, 16, 1.0)
-    b = ozaki_matrix(rng, 16, 5, 1.0)
-    a[2] = 0
-    b[:, 3] = 0
-    a[4] *= 2.0**-1060  # subnormal row
-    a[5] *= 2.0**1000  # huge row
-    b[:, 1] *= 2.0**-900  # a[5] @ b[:, 1] is normal again
-    ref = exact_zgemm(a, b)
-    c = zgemm(a, b, backend=backend, T=0)
-    assert np.all(c[2] == 0) and np.all(c[:, 3] == 0) and np.isfinite(c).all()
-    ok = np.abs(ref) > 2.0**-1000
-    tol = 1e-4 if backend == "int8-crt8" else 1e-15
-    assert np.max(np.abs(c[ok] - ref[ok]) / np.abs(ref[ok])) < tol
-    if backend != "int8-crt8":
-        assert np.max(np.abs(c[4] - ref[4])) <= 64 * 2.0**-1074
-
-
 def test_inner_dimension_limits():
     with pytest.raises(ValueError, match="exceeds 131071"):
         zgemm(np.zeros((1, MAX_K + 1), np.complex128), np.zeros((MAX_K + 1, 1), np.complex128),
