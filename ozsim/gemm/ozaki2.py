@@ -354,12 +354,10 @@ def bits_needed(hist, threshold: float, limit: int) -> int | None:
     Returns ``None`` when even ``limit`` bits lose more than ``threshold`` on average.
     """
     h = _host(hist)
-    total = h.sum()
-    if total == 0:
+    if h.sum() == 0:
         return 0
-    g = np.arange(limit + 1)
-    ok = np.nonzero([mean_loss(h, int(x)) <= threshold for x in g])[0]
-    return int(ok[0]) if ok.size else None
+    g = max(0, math.ceil(mean_loss(h, 0) - threshold))  # mean_loss(h, g) = mean_loss(h, 0) - g
+    return g if g <= limit else None
 
 
 @dataclass(frozen=True)
