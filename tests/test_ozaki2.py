@@ -211,14 +211,14 @@ def test_crt_reconstruction_against_python_ints(n):
 # -- loss rule and plans ----------------------------------------------------------------------
 def test_loss_rule_by_hand():
     """Signed loss j + 50 - g, mean over nonzero scalars, j = d + 4 - a (module docstring)."""
-    hist = np.zeros(2201, dtype=np.int64)
-    hist[4], hist[14] = 1, 1  # dense rows (a = 4): one scalar at the scaling point, one 10 below
-    # kept 60 bits: losses 4 + 50 - 60 = -6 and 14 + 50 - 60 = 4 -> mean -1 (a bit to spare)
-    assert mean_loss(hist, 60) == -1.0 and mean_loss(hist, 64) == -5.0
-    assert mean_loss(np.zeros(5, dtype=np.int64), 3) == 0.0
-    assert bits_needed(hist, 0.0, 154) == 59 and bits_needed(hist, 2.0, 154) == 57
-    assert bits_needed(hist, 0.0, 58) is None
-    plan = choose_plan(hist, hist, 0.0)  # needs 118 bits: gamma(16) = 124 is the first
+    mom = np.array([2, 4 + 14])  # dense rows (a = 4): one scalar at the scaling point (j = 4),
+    # one 10 bits below (j = 14); kept 60 bits: losses -6 and 4 -> mean -1 (a bit to spare)
+    assert mean_loss(mom, 60) == -1.0 and mean_loss(mom, 64) == -5.0
+    assert mean_loss(np.zeros(2, dtype=np.int64), 3) == 0.0
+    assert bits_needed(mom, 0.0, 154) == 59 and bits_needed(mom, 2.0, 154) == 57
+    assert bits_needed(mom, 0.0, 58) is None
+    assert bits_needed(np.array([3, 10]), 0.0, 154) == 54  # mean j 3.33: ceil(53.33)
+    plan = choose_plan(mom, mom, 0.0)  # needs 118 bits: gamma(16) = 124 is the first
     assert plan.num_moduli == 16 and (plan.bits_a, plan.bits_b) == (62, 62)
     assert kept_bits(15) < 118 <= kept_bits(16)
     assert plan.mean_loss_a == plan.mean_loss_b == -3.0
@@ -228,13 +228,41 @@ def test_loss_rule_by_hand():
         0, 0, 1, 1, 2, 3, 4, 4]
 
 
-def test_histogram_bins_by_hand():
+def test_loss_moments_by_hand():
     """A row with one nonzero gets no allowance (its products are single terms); dense rows 4."""
-    x = np.zeros((2, 300), dtype=np.complex128)
-    x[0, 5] = 1.5  # f = 1 (||x|| < 2), d = 1 - 0 - 1 = 0, a = 0 -> bin 4
-    x[1] = 1.0 + 1.0j  # 600 equal scalars: ||x|| = sqrt(600) < 2**5, d = 4, a = 4 -> bin 4
-    f, hist = analyse_rows(x)
-    assert f.tolist() == [1, 5] and hist[4] == 601 and hist.sum() == 601
+    x = np.zeros((3, 300), dtype=np.complex128)
+    x[0, 5] = 1.5  # f = 1 (||x|| < 2), d = 1 - 0 - 1 = 0, a = 0 -> j = 4
+    x[1] = 1.0 + 1.0j  # 600 equal scalars: ||x|| = sqrt(600) < 2**5, d = 4, a = 4 -> j = 4
+    x[2, :4] = [0.75j, -3e-300, 2.0**-1070, 0]  # f = 0; j = 4 - 0 + 0 (0.75: 2**-1 <= x < 1)
+    # a = min(4, floor(log2(3) / 2)) = 0; -3e-300: floor(log2) = -995 -> d = 994, j = 998;
+    # the subnormal 2**-1070: d = 1069, j = 1073
+    f, mom = analyse_rows(x)
+    assert f.tolist() == [1, 5, 0]
+    assert mom.tolist() == [604, 601 * 4 + 4 + 998 + 1073]
+    for rows in (1, 2):  # blockwise: the same integers
+        assert analyse_rows(x, rows)[1].tolist() == mom.tolist()
+
+
+def test_loss_moments_match_a_direct_count():
+    """sum_j from the closed form equals a per-scalar count on Ozaki inputs with zeros."""
+    rng = np.random.default_rng(5)
+    x = ozaki_matrix(rng, 17, 333, 4.0)
+    x[3] = 0
+    x[5, ::2] = 0
+    x.imag[7] = 0
+    f, mom = analyse_rows(x)
+    count = total = 0
+    for r in range(x.shape[0]):
+        vals = np.concatenate([x.real[r], x.imag[r]])
+        vals = vals[vals != 0]
+        if vals.size == 0:
+            continue
+        a = min(4, int(np.log2(vals.size)) // 2)
+        d = int(f[r]) - np.floor(np.log2(np.abs(vals))).astype(np.int64) - 1
+        assert (d >= 0).all()
+        count += vals.size
+        total += int((d + 4 - a).sum())
+    assert mom.tolist() == [count, total]
 
 
 def test_parse_backend_names():
@@ -275,8 +303,8 @@ def test_auto_T0_is_no_worse_than_native(ozaki_cases, phi):
     assert info.mean_loss_a <= 0.0 and info.mean_loss_b <= 0.0
     assert sum(info.kept_bits) <= kept_bits(info.num_moduli)
     # one bit fewer would leave T = 0: the choice is minimal
-    _, hist_b = analyse_rows(b.T)
-    need = bits_needed(PreparedCRTOperand(a).histogram, 0, 154) + bits_needed(hist_b, 0, 154)
+    _, mom_b = analyse_rows(b.T)
+    need = bits_needed(PreparedCRTOperand(a).loss_moments, 0, 154) + bits_needed(mom_b, 0, 154)
     assert kept_bits(info.num_moduli - 1) < need <= kept_bits(info.num_moduli)
     err = max_relative_error(c, ref)
     assert err <= native
@@ -316,8 +344,8 @@ def test_auto_T1_is_minimal_and_accurate(ozaki_cases, phi):
     assert info0.fallback or info1.num_moduli <= info0.num_moduli
     assert info1.mean_loss_a <= 1 and info1.mean_loss_b <= 1
     prep = PreparedCRTOperand(a)
-    _, hist_b = analyse_rows(b.T)
-    need = bits_needed(prep.histogram, 1, 153) + bits_needed(hist_b, 1, 153)
+    _, mom_b = analyse_rows(b.T)
+    need = bits_needed(prep.loss_moments, 1, 153) + bits_needed(mom_b, 1, 153)
     assert kept_bits(info1.num_moduli - 1) < need <= kept_bits(info1.num_moduli)
     assert max_relative_error(c, ref) < 1e-14
 

@@ -103,8 +103,10 @@ phi = 0.1..4, 40 x 40 outputs, two seeds, against double-double) an allowance of
 (``benchmarks/RESULTS.md``, section 3). ``int8-crt-auto``
 computes the fewest bits ``gA*``, ``gB*`` whose means are ``<= T`` and picks the fewest ``N`` in
 2..20 with ``gamma(N) >= gA* + gB*``; the surplus bits are shared evenly (A gets the odd one).
-If even ``N = 20`` is short it falls back to native ZGEMM. :func:`analyse_rows` bins each scalar
-at ``j = d + 4 - a`` (:data:`LOSS_ALLOWANCE_BITS` ``= 4``), so that ``loss = j + 50 - g``.
+If even ``N = 20`` is short it falls back to native ZGEMM. Each scalar gets the bin
+``j = d + 4 - a`` (:data:`LOSS_ALLOWANCE_BITS` ``= 4``), so that ``loss = j + 50 - g``; the loss
+being linear in ``j`` (and ``j`` never clamped), :func:`analyse_rows` only counts the nonzero
+scalars and sums their bins (the *loss moments*), where INT8-AUTO's clamped loss needs a histogram.
 Fixed ``int8-crt{N}`` splits ``gamma(N)`` evenly (``gA = ceil(gamma/2)``).
 
 The moduli (:data:`MODULI`): the greedy sequence of the largest pairwise coprime integers
@@ -124,11 +126,9 @@ import numpy as np
 
 from .._array import array_namespace
 from .ozaki1 import (
-    _MAX_EXP_DIFF,
     SIGNIFICAND_BITS,
     PreparedOperand,
     default_workspace_bytes,
-    loss_histogram,
     row_exponents,
 )
 
@@ -288,18 +288,23 @@ def norm_exponents(x, exps, xp: ModuleType | None = None):
     return xp.where(s > 0, f, 0).astype(xp.int32)
 
 
-def analyse_rows(x, block_rows: int | None = None, *, histogram: bool = True):
-    """Norm exponents and (optionally) the loss histogram of the rows of ``x``, blockwise.
+def analyse_rows(x, block_rows: int | None = None, *, moments: bool = True):
+    """Norm exponents and (optionally) the loss moments of the rows of ``x``, blockwise.
 
     Args:
         x: ``(rows, k)`` complex128 (``b.T`` for the columns of B).
         block_rows: rows per block (bounds temporaries, ~40 bytes a scalar); ``None``: all.
+        moments: also compute the loss moments.
 
     Returns:
-        ``(f, hist)``: :func:`norm_exponents` and the loss histogram, ``(2201,)`` int64: entry
-        ``j`` counts the nonzero real scalars with ``d + 4 - a = j`` (``d = f - floor(log2|x|)
-        - 1``, ``a`` = :func:`loss_allowance` of the row; module docstring), clamped to 2200;
-        ``None`` without ``histogram``.
+        ``(f, mom)``: :func:`norm_exponents` and the loss moments, ``(2,)`` int64
+        ``[count, sum_j]``: the number of nonzero real scalars and the sum of their bins
+        ``j = d + 4 - a`` (``d = f - floor(log2|x|) - 1``, ``a`` = :func:`loss_allowance` of the
+        row; module docstring); ``None`` without ``moments``. The signed loss is linear in
+        ``j`` and ``0 <= j <= 2115`` for every finite scalar (``f <= 1038``,
+        ``floor(log2|x|) >= -1074``), so these two integers are all that :func:`mean_loss`
+        needs: ``sum_j = sum_rows nnz (f + 4 - a) - sum_scalars (floor(log2|x|) + 1)``, which
+        the GPU computes in the two passes that find ``e`` and ``f``.
 
     Raises:
         NonFiniteError: NaN or Inf in ``x``.
@@ -308,16 +313,19 @@ def analyse_rows(x, block_rows: int | None = None, *, histogram: bool = True):
     rows = x.shape[0]
     block_rows = rows if block_rows is None else max(1, int(block_rows))
     f = xp.empty(rows, dtype=xp.int32)
-    hist = xp.zeros(_MAX_EXP_DIFF + 1, dtype=xp.int64) if histogram else None
+    count = total = 0
     for i0 in range(0, rows, block_rows):
         blk = x[i0 : i0 + block_rows]
         fb = norm_exponents(blk, row_exponents(blk, xp), xp)
         f[i0 : i0 + block_rows] = fb
-        if histogram:
+        if moments:
             nnz = xp.count_nonzero(blk.real, axis=1) + xp.count_nonzero(blk.imag, axis=1)
-            shift = LOSS_ALLOWANCE_BITS - loss_allowance(nnz, xp)
-            hist += loss_histogram(blk, fb + shift.astype(xp.int32), xp)
-    return f, hist
+            shift = fb.astype(xp.int64) + LOSS_ALLOWANCE_BITS - loss_allowance(nnz, xp)
+            ev = xp.frexp(blk.real)[1].astype(xp.int64).sum() + \
+                xp.frexp(blk.imag)[1].astype(xp.int64).sum()  # frexp(0) = (0, 0)
+            count += int(nnz.sum())
+            total += int((nnz * shift).sum()) - int(ev)
+    return f, (np.array([count, total], dtype=np.int64) if moments else None)
 
 
 def loss_allowance(nnz, xp: ModuleType = np):
@@ -327,36 +335,30 @@ def loss_allowance(nnz, xp: ModuleType = np):
     return xp.minimum(LOSS_ALLOWANCE_BITS, (bl - 1) // 2).astype(xp.int32)
 
 
-def _host(hist) -> np.ndarray:
-    return np.asarray(hist.get() if hasattr(hist, "get") else hist, dtype=np.float64)
-
-
 _LOSS_OFFSET = 1 + SIGNIFICAND_BITS - LOSS_ALLOWANCE_BITS  # loss = j + 50 - g
 
 
-def mean_loss(hist, kept: int) -> float:
+def mean_loss(mom, kept: int) -> float:
     """Mean mantissa loss in bits, ``j + 50 - kept`` (signed; module docstring), over the nonzero
-    scalars in ``hist`` (:func:`analyse_rows`). Negative: bits to spare on average.
+    scalars counted in ``mom`` (:func:`analyse_rows`'s ``[count, sum_j]``). Negative: bits to
+    spare on average.
 
-    0.0 when ``hist`` counts nothing (an all-zero operand).
+    0.0 when ``mom`` counts nothing (an all-zero operand).
     """
-    h = _host(hist)
-    total = h.sum()
-    if total == 0:
+    count, total = (int(v) for v in np.asarray(mom)[:2])
+    if count == 0:
         return 0.0
-    j = np.arange(h.size)
-    return float((h * j).sum() / total) + _LOSS_OFFSET - kept
+    return total / count + _LOSS_OFFSET - kept
 
 
-def bits_needed(hist, threshold: float, limit: int) -> int | None:
+def bits_needed(mom, threshold: float, limit: int) -> int | None:
     """The fewest kept bits ``g`` in ``0..limit`` with :func:`mean_loss` ``<= threshold``.
 
     Returns ``None`` when even ``limit`` bits lose more than ``threshold`` on average.
     """
-    h = _host(hist)
-    if h.sum() == 0:
+    if int(np.asarray(mom)[0]) == 0:
         return 0
-    g = max(0, math.ceil(mean_loss(h, 0) - threshold))  # mean_loss(h, g) = mean_loss(h, 0) - g
+    g = max(0, math.ceil(mean_loss(mom, 0) - threshold))  # mean_loss(mom, g) = mean_loss(mom, 0) - g
     return g if g <= limit else None
 
 
@@ -369,7 +371,7 @@ class CRTPlan:
         bits_a, bits_b: ``gA``, ``gB``, the bits each row of A / column of B keeps below its
             scaling point (``gA + gB = gamma(N)``).
         mean_loss_a, mean_loss_b: mean mantissa loss over the nonzero scalars (``None`` for a
-            fixed ``N``, where the histograms are not computed).
+            fixed ``N``, where the loss moments are not computed).
     """
 
     num_moduli: int
@@ -390,18 +392,18 @@ def fixed_plan(num_moduli: int) -> CRTPlan:
     return CRTPlan(num_moduli, g - g // 2, g // 2)
 
 
-def choose_plan(hist_a, hist_b, threshold: float) -> CRTPlan | None:
+def choose_plan(mom_a, mom_b, threshold: float) -> CRTPlan | None:
     """``int8-crt-auto``: the fewest moduli whose bit budget keeps both mean losses ``<= T``.
 
     Args:
-        hist_a, hist_b: loss histograms of A's rows and B's columns (:func:`analyse_rows`).
+        mom_a, mom_b: loss moments of A's rows and B's columns (:func:`analyse_rows`).
         threshold: ``T`` in bits (>= 0).
 
     Returns:
         The :class:`CRTPlan`, or ``None`` when 20 moduli do not suffice (fall back to native).
     """
     limit = kept_bits(MAX_MODULI)
-    ga, gb = bits_needed(hist_a, threshold, limit), bits_needed(hist_b, threshold, limit)
+    ga, gb = bits_needed(mom_a, threshold, limit), bits_needed(mom_b, threshold, limit)
     if ga is None or gb is None:
         return None
     for n in range(MIN_MODULI, MAX_MODULI + 1):
@@ -410,7 +412,7 @@ def choose_plan(hist_a, hist_b, threshold: float) -> CRTPlan | None:
             surplus = g - ga - gb
             ga2 = ga + surplus - surplus // 2
             gb2 = g - ga2
-            return CRTPlan(n, ga2, gb2, mean_loss(hist_a, ga2), mean_loss(hist_b, gb2))
+            return CRTPlan(n, ga2, gb2, mean_loss(mom_a, ga2), mean_loss(mom_b, gb2))
     return None
 
 
@@ -554,7 +556,7 @@ class PreparedCRTOperand:
     """The A operand of :func:`int8_crt_zgemm`, analysed once; residues cached per bit budget.
 
     A gate matrix multiplies block after block of a state (and possibly many states): its norm
-    exponents, its loss histogram and its INT8 residues for every modulus are computed once.
+    exponents, its loss moments and its INT8 residues for every modulus are computed once.
 
     Args:
         matrix: ``(m, k)`` complex128, NumPy or CuPy.
@@ -565,31 +567,31 @@ class PreparedCRTOperand:
 
     matrix: object
     norm_exponents: object = field(init=False)
-    _hist: object = field(init=False, default=None, repr=False)
+    _moments: object = field(init=False, default=None, repr=False)
     _residues: dict = field(init=False, default_factory=dict, repr=False)
     _device_cache: dict = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self):
         gpu = _gpu_module() if array_namespace(self.matrix) is not np else None
         if gpu is not None:  # pragma: no cover - GPU: fused kernels
-            self.norm_exponents, self._hist = gpu.analyse(self.matrix, histogram=False)
+            self.norm_exponents, self._moments = gpu.analyse(self.matrix, moments=False)
             return
-        self.norm_exponents, self._hist = analyse_rows(self.matrix, histogram=False)
+        self.norm_exponents, self._moments = analyse_rows(self.matrix, moments=False)
 
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(self.matrix.shape)
 
     @property
-    def histogram(self):
-        """Loss histogram of A's rows (:func:`analyse_rows`), computed on first use."""
-        if self._hist is None:
+    def loss_moments(self):
+        """Loss moments ``[count, sum_j]`` of A's rows (:func:`analyse_rows`), on first use."""
+        if self._moments is None:
             gpu = _gpu_module() if array_namespace(self.matrix) is not np else None
             if gpu is not None:  # pragma: no cover - GPU
-                self._hist = gpu.analyse(self.matrix)[1]
+                self._moments = gpu.analyse(self.matrix)[1]
             else:
-                self._hist = analyse_rows(self.matrix)[1]
-        return self._hist
+                self._moments = analyse_rows(self.matrix)[1]
+        return self._moments
 
     def residues(self, bits: int, num_moduli: int, rounding: bool = True):
         """``(N, 3, m, k)`` int8: for each modulus ``p``, ``q_p * [Ar, Ai, Ar + Ai] mod p``.
@@ -663,7 +665,9 @@ def int8_crt_zgemm(
         b_exponents: ``(n,)`` int32 norm exponents of B's columns if already computed.
         out: ``(m, n)`` complex128 to write into (must not overlap ``b``), or ``None``.
         workspace_bytes: bound on the temporaries of one block of B's columns (results do not
-            depend on it). ``None``: :func:`ozsim.gemm.ozaki1.default_workspace_bytes`.
+            depend on it). ``None``: :func:`ozsim.gemm.ozaki1.default_workspace_bytes` on the
+            CPU; on the GPU half the free memory left after A's residues, at most 32 GiB
+            (``_cuda_crt.default_workspace_bytes``).
 
     Returns:
         ``(m, n)`` complex128.
@@ -677,18 +681,20 @@ def int8_crt_zgemm(
     m, k = prep.shape
     n = b.shape[1]
     check_inner_dimension(k)
-    if workspace_bytes is None:
-        workspace_bytes = default_workspace_bytes(xp)
     if xp is not np:  # pragma: no cover - GPU: fused CUDA kernels where available
         gpu = _gpu_module()
         if gpu is not None:
+            if workspace_bytes is None:
+                workspace_bytes = gpu.default_workspace_bytes(prep, plan)
             return gpu.int8_crt_zgemm_gpu(prep, b, plan, b_exponents=b_exponents, out=out,
                                           workspace_bytes=workspace_bytes)
+    if workspace_bytes is None:
+        workspace_bytes = default_workspace_bytes(xp)
     N, ga, gb = plan.num_moduli, plan.bits_a, plan.bits_b
     const = crt_constants(N)
     nb = _block_columns(n, k, m, N, gb, workspace_bytes)
     if b_exponents is None:
-        b_exponents = analyse_rows(b.T, nb, histogram=False)[0]
+        b_exponents = analyse_rows(b.T, nb, moments=False)[0]
     if out is None:
         out = xp.empty((m, n), dtype=xp.complex128)
     dtype = xp.float32 if _float32_exact(k) else xp.float64
@@ -728,16 +734,16 @@ def _gpu_module():  # pragma: no cover - GPU
     return _cuda_crt
 
 
-def analyse_columns(b, workspace_bytes: int | None = None, *, histogram: bool = True):
+def analyse_columns(b, workspace_bytes: int | None = None, *, moments: bool = True):
     """:func:`analyse_rows` of ``b.T`` (B's columns), in blocks that fit ``workspace_bytes``."""
     xp = array_namespace(b)
     if xp is not np:  # pragma: no cover - GPU
         gpu = _gpu_module()
         if gpu is not None:
-            return gpu.analyse(b.T, histogram=histogram)
+            return gpu.analyse(b.T, moments=moments)
     ws = default_workspace_bytes(xp) if workspace_bytes is None else workspace_bytes
     k = b.shape[0]
-    return analyse_rows(b.T, max(1, ws // (48 * max(k, 1))), histogram=histogram)
+    return analyse_rows(b.T, max(1, ws // (48 * max(k, 1))), moments=moments)
 
 
 def crt_zgemm(a, b, num_moduli: int | None = None, *, T: float = 1.0, out=None,
@@ -770,8 +776,8 @@ def crt_zgemm(a, b, num_moduli: int | None = None, *, T: float = 1.0, out=None,
     if num_moduli is not None:
         plan = fixed_plan(num_moduli)
         return int8_crt_zgemm(prep, b, plan, out=out, workspace_bytes=workspace_bytes), plan
-    f_b, hist_b = analyse_columns(b, workspace_bytes)
-    plan = choose_plan(prep.histogram, hist_b, T)
+    f_b, mom_b = analyse_columns(b, workspace_bytes)
+    plan = choose_plan(prep.loss_moments, mom_b, T)
     if plan is None:
         return None, None
     c = int8_crt_zgemm(prep, b, plan, b_exponents=f_b, out=out, workspace_bytes=workspace_bytes)
