@@ -42,27 +42,50 @@ def _pair(seed, m, k, n, phi):
     return ozaki_matrix(rng, m, k, phi), ozaki_matrix(rng, k, n, phi)
 
 
-@pytest.mark.parametrize("m, k, n", SHAPES[:5])
+@pytest.mark.parametrize("m, k, n", SHAPES[:5] + [(40, 20000, 40)])
 def test_analysis_matches_cpu(m, k, n):
+    """Norm exponents and loss moments equal the CPU's; (40, 20000, 40) splits k into segments."""
     a, b = _pair(1, m, k, n, 3.0)
     a[0] = 0
+    a[-1] *= 2.0**-1045  # a row whose largest scalar is below 2**-1010 (ldexp path)
     b[:, -1] *= 2.0**-1060
+    b[0, 0] = 0
     for x in (a, b.T):  # rows contiguous along k, and B's strided columns
-        f_cpu, h_cpu = analyse_rows(x)
-        f_gpu, h_gpu = _cuda_crt.analyse(cp.asarray(x) if x is a else cp.asarray(b).T)
+        f_cpu, m_cpu = analyse_rows(x)
+        f_gpu, m_gpu = _cuda_crt.analyse(cp.asarray(x) if x is a else cp.asarray(b).T)
         assert np.array_equal(f_gpu.get(), f_cpu)
-        assert np.array_equal(h_gpu, h_cpu)
+        assert m_gpu.tolist() == m_cpu.tolist()
+        f_gpu2, none = _cuda_crt.analyse(cp.asarray(x) if x is a else cp.asarray(b).T, False)
+        assert none is None and np.array_equal(f_gpu2.get(), f_cpu)
 
 
-@pytest.mark.parametrize("bits", [40, 60, 100, 150])
+def test_reduce_extreme_products():
+    """crt_reduce's integer mod (multiply-high) on INT32 products up to +-(2**31 - 2**14)."""
+    rng = np.random.default_rng(11)
+    m, ld = 6, 64
+    big = 2**31 - 2**14
+    t = rng.integers(-big, big + 1, size=(3, m, ld), dtype=np.int64)
+    t[:, 0, :8] = [[big, -big, 0, 1, -1, 255, -256, 2**30]] * 3
+    for p in crt_constants(20).moduli:
+        u = cp.empty((2, m, ld), dtype=cp.uint8)
+        _cuda_crt._kernel("crt_reduce")(
+            (2,), (128,), (cp.asarray(t.astype(np.int32)), np.int64(m), np.int64(ld),
+                           np.int64(m * ld), np.int32(p), np.uint32((1 << 39) // p + 1), u))
+        got = u.get().astype(np.int64)
+        assert np.array_equal(got[0], (t[0] - t[1]) % p), p
+        assert np.array_equal(got[1], (t[2] - t[0] - t[1]) % p), p
+
+
+@pytest.mark.parametrize("bits", [13, 40, 60, 65, 66, 100, 150])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("rounding", [True, False])
 def test_residues_match_cpu(bits, weighted, rounding):
     a, b = _pair(2, 9, 70, 11, 4.0)
+    b[:, -1] *= 2.0**-1060  # 2**(bits - f) is not a normal number: the ldexp path
     n_mod = 20
     const = crt_constants(n_mod)
     for x_host, x_dev in ((a, cp.asarray(a)), (b.T, cp.asarray(b).T)):
-        f, _ = analyse_rows(x_host, histogram=False)
+        f, _ = analyse_rows(x_host, moments=False)
         kpad = _cuda.padded_k(x_host.shape[1])
         ra = -(-x_host.shape[0] // 4) * 4
         got = _cuda_crt.residues_gpu(x_dev, cp.asarray(f), bits, n_mod, weighted=weighted,
@@ -137,9 +160,9 @@ def test_simulator_gpu_equals_cpu(backend, T):
     assert gpu.metadata["fallbacks"] == cpu.metadata["fallbacks"] == 0
 
 
-def test_loss_histograms_of_prepared_operand_match():
+def test_loss_moments_of_prepared_operand_match():
     a, _ = _pair(6, 32, 48, 1, 2.0)
-    hc = PreparedCRTOperand(a).histogram
-    hg = PreparedCRTOperand(cp.asarray(a)).histogram
-    assert np.array_equal(hc, hg)
+    mc = PreparedCRTOperand(a).loss_moments
+    mg = PreparedCRTOperand(cp.asarray(a)).loss_moments
+    assert mc.tolist() == mg.tolist()
     assert np.array_equal(ozaki1.row_exponents(a), _cuda.analyse(cp.asarray(a), False)[0].get())

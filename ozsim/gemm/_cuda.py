@@ -761,9 +761,9 @@ def int8_zgemm_gpu(prep, b, num_splits: int, bits: int, *, b_exponents=None, out
     return out
 
 
-def default_workspace_bytes(reserve: int = 0) -> int:
+def default_workspace_bytes(reserve: int = 0, cap: int = 1 << 34) -> int:
     """GPU working-memory budget: half the free device memory left after ``reserve`` bytes,
-    clamped to 256 MiB..16 GiB."""
+    clamped to 256 MiB..``cap`` (16 GiB by default)."""
     free, _ = cp.cuda.Device().mem_info
     avail = int(free) + int(cp.get_default_memory_pool().free_bytes()) - int(reserve)
-    return int(min(max(avail // 2, 1 << 28), 1 << 34))
+    return int(min(max(avail // 2, 1 << 28), cap))

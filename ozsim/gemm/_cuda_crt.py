@@ -10,13 +10,15 @@ only used through ``rint``, which the margin of ``|C'| < (P / 2)(1 - 2**-40)`` m
 ============  ===================================================================================
 stage         what runs
 ============  ===================================================================================
-analyse       :func:`ozsim.gemm._cuda.analyse` (ozIMMU exponents ``e``, NaN/Inf check), then
-              ``crt_norm``: the norm exponents ``f`` (integer sum of rounded-up squares, one
-              warp or one thread per row) and, for ``int8-crt-auto``, the loss histogram
-              against ``f`` (shared-memory counts).
+analyse       two passes with k split in segments across the GPU (atomics combine integers, so
+              the order is irrelevant): ``crt_scan`` (ozIMMU exponent ``e`` per row, nonzero
+              count, sum of the scalars' exponents, NaN/Inf flag), ``crt_sumsq`` (the exact
+              integer sum of rounded-up squares), ``crt_fin`` (norm exponents ``f`` and the
+              loss moments ``[count, sum_j]`` of ``int8-crt-auto``).
 residues      ``crt_residues``: reads each complex value once, scales it to its integer
-              (``rint`` or ``trunc`` of ``ldexp(x, g - f)``, as exact 26-bit halves ``h_i``, so that one FMA chain
-              ``sum h_i (2**(26 i) mod p)`` below ``2**36`` and one symmetric reduction give each
+              (``rint`` or ``trunc`` of ``ldexp(x, g - f)``, as exact 26-bit halves ``h_i``, so
+              that one FMA chain ``sum h_i (2**(26 i) mod p)`` below ``2**36`` and one symmetric
+              reduction give each
               residue: the CPU's integers by other exact steps) and writes the symmetric INT8
               residues ``[Re, Im, Re + Im]`` of **all** N moduli, K-major, zero-padded:
               ``(N, 3, rows_p, kpad)``. A's residues (CRT weights folded in) are cached on the
@@ -28,15 +30,20 @@ INT8 GEMMs    per modulus three ``cublasGemmEx`` INT8 -> INT32 "TN" products (Ka
               whichever was faster when the shape was first seen (exact: ``k 2**14 < 2**31``).
 reduce        ``crt_reduce``: per modulus, reads the three INT32 planes and writes the residues
               ``u_re = (T1 - T2) mod p`` and ``u_im = (T3 - T1 - T2) mod p`` as UINT8 (2 bytes
-              per output instead of 12).
-crt           ``crt_finish``: reads the ``2 N`` UINT8 residues of an output, forms the quotient
-              and the base-2**40 digit sums in registers, carries, rounds once, ``ldexp`` by the
-              row and column exponents and writes the complex128 result (any strides).
+              per output instead of 12), in integer arithmetic (multiply-high by a reciprocal).
+crt           ``crt_finish`` (compiled per N): reads the ``2 N`` UINT8 residues of an output,
+              forms the quotient and the base-2**40 digit sums in registers, carries, rounds
+              once, ``ldexp`` by the row and column exponents and writes the complex128 result
+              (any strides).
 ============  ===================================================================================
 
 What still reaches HBM and need not: the INT32 planes (12 bytes per output per modulus, written by
 cuBLAS and read back by ``crt_reduce``). Removing them needs the reduction as the INT8 GEMM's
-epilogue (CUTLASS or an own IMMA kernel); see ``benchmarks/RESULTS_crt.md``.
+epilogue (CUTLASS or an own IMMA kernel); see ``benchmarks/RESULTS.md``, section 3.
+
+Small integers are rounded and converted with FP64 exponent tricks (``rint_small``,
+``int_small``, ``__hiloint2double``) instead of the conversion unit, which runs at a quarter of
+the FP64 rate on Hopper; each trick is exact in the range where it is used (noted at its use).
 
 References:
     [Ozaki2] K. Ozaki, Y. Uchino, T. Imamura, arXiv:2504.08009 (2025).
@@ -48,90 +55,202 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
+from ..errors import NonFiniteError
 from . import _cuda
-from .ozaki1 import _MAX_EXP_DIFF
 from .ozaki2 import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS, crt_constants
 
-__all__ = ["analyse", "int8_crt_zgemm_gpu", "last_stats", "residues_gpu"]
+__all__ = ["analyse", "default_workspace_bytes", "int8_crt_zgemm_gpu", "last_stats",
+           "residues_gpu"]
 
 _THREADS = _cuda._THREADS
 
 _SOURCE = r"""
-#define MAXD %(maxd)d
 #define NFRAC %(nfrac)d
 #define ALLOW %(allow)d
 #define LBITS %(lbits)d
 #define MAXMOD 20
 #define MAXLIMB 4
-%(hist)s
+#ifndef NH
+#define NH 1
+#endif
+#ifndef NMODC
+#define NMODC 1
+#define NLIMBC 1
+#endif
+
+#define DMAX 1.7976931348623157e308
+#define EMIN_ (-2147483647 - 1)
+// (y + RMAGIC) - RMAGIC = rint(y) for |y| < 2**51 (two FP64 adds instead of a conversion-unit
+// rounding), and the low 32 bits of y + RMAGIC are rint(y) as a two's-complement int32.
+#define RMAGIC 6755399441055744.0
+
+__device__ __forceinline__ double rint_small(double y) { return (y + RMAGIC) - RMAGIC; }
+__device__ __forceinline__ int int_small(double y) { return __double2loint(y + RMAGIC); }
 
 __device__ __forceinline__ double symmod(double x, double p, double ip, double hi, double lo)
 {
-    // exact for integer-valued |x| <= 2**52 (ozaki2.sym_mod): q*p and x - q*p are exact
-    double r = x - rint(x * ip) * p;
+    // exact for integer-valued |x| <= 2**45 (ozaki2.sym_mod): q is within 1 of round(x / p)
+    // (with or without FMA contraction), q*p and x - q*p are exact; one correction each way
+    double r = x - rint_small(x * ip) * p;
     if (r > hi) r -= p;
     if (r < lo) r += p;
     return r;
 }
 
-// Norm exponents f of the rows of X (rows, k) complex128, element strides (sr, sc), given the
-// ozIMMU exponents e: S = sum ceil(|x| 2**(NFRAC - e))**2 (integers < 2**53, exact in any
-// order), f = e - NFRAC + ceil(bitlength(S) / 2), 0 for a zero row. With hist != 0 also the
-// loss histogram of ozaki2.analyse_rows: bin d + ALLOW - a over the nonzero real scalars, with
-// a = min(ALLOW, floor(log2(nnz) / 2)) from the row's count of nonzero scalars.
-// warp != 0: one warp per row (rows contiguous along k), else one thread per row.
-extern "C" __global__ void crt_norm(
-    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
-    const int* __restrict__ e, int* __restrict__ f, unsigned long long* __restrict__ hist,
-    int warp)
+// x * 2**e as ldexp does (exact, or correctly rounded on underflow), by one multiplication
+// where 2**e is a normal number
+__device__ __forceinline__ double pow2(int e) { return __hiloint2double((e + 1023) << 20, 0); }
+
+// The two analysis passes (ozaki2.analyse_rows) over X (rows, k) complex128, element strides
+// (sr, sc), blocks of 256 threads, k split in segments of `seg` (blockIdx.y). rowfast != 0 (rows
+// adjacent in memory: B's columns): lane = row of a 32-row tile (blockIdx.x), warp w walks
+// k = k0 + w, k0 + w + 8, ...; else (rows contiguous along k) warp w takes row 8 blockIdx.x + w
+// and its lanes walk k with stride 32. Partials meet per row in shared memory and reach the
+// row's global value with one atomic per row and block: every combined quantity is an integer
+// (max, count, exact sum), so the order does not matter.
+struct Geom {
+    long long r, k0, k1, ks;
+    int slot;  // this thread's slot in the block's [8][32] table
+};
+
+__device__ __forceinline__ Geom crt_geom(int rowfast, long long k, long long seg)
 {
-    __shared__ unsigned int sh[MAXD + 1];
-    const bool want = hist != 0;
-    if (want) {
-        for (int i = threadIdx.x; i <= MAXD; i += blockDim.x) sh[i] = 0u;
-        __syncthreads();
-    }
-    const int lanes = warp ? 32 : 1;
-    const int lane = warp ? (int)(threadIdx.x & 31) : 0;
-    const long long gid = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / lanes;
-    const long long nworkers = ((long long)gridDim.x * blockDim.x) / lanes;
-    for (long long r = gid; r < rows; r += nworkers) {  // r is uniform within a warp
-        const double2* p = x + r * sr;
-        const int er = e[r];
-        double s = 0.0;
-        int nnz = 0;
-        for (long long kk = lane; kk < k; kk += lanes) {
+    Geom g;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const long long kb = (long long)blockIdx.y * seg;
+    g.k1 = kb + seg < k ? kb + seg : k;
+    if (rowfast) { g.r = (long long)blockIdx.x * 32 + lane; g.k0 = kb + w; g.ks = 8; }
+    else { g.r = (long long)blockIdx.x * 8 + w; g.k0 = kb + lane; g.ks = 32; }
+    g.slot = threadIdx.x;
+    return g;
+}
+
+// row (within the block) and number of parts of the combining thread t
+__device__ __forceinline__ int crt_slot(int rowfast, int t, int part)
+{
+    return rowfast ? part * 32 + t : t * 32 + part;
+}
+
+// Pass 1: per row the largest frexp exponent of its scalars (emax, atomicMax, initialised to
+// INT_MIN: the ozIMMU exponent e, 0 for a zero row after crt_fin), the count of nonzero scalars
+// (nnz) and, over the whole matrix, the sum of the frexp exponents of the nonzero scalars
+// (acc[2]); acc[3] = 1 on NaN/Inf.
+extern "C" __global__ void crt_scan(
+    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    long long seg, int rowfast, int* __restrict__ emax, int* __restrict__ nnz,
+    unsigned long long* __restrict__ acc)
+{
+    __shared__ int s_e[256], s_n[256];
+    __shared__ long long s_v[8];
+    const Geom g = crt_geom(rowfast, k, seg);
+    int em = EMIN_, cnt = 0, bad = 0;
+    long long sev = 0;
+    if (g.r < rows) {
+        const double2* p = x + g.r * sr;
+        for (long long kk = g.k0; kk < g.k1; kk += g.ks) {
             const double2 v = p[kk * sc];
-            const double qa = ceil(ldexp(fabs(v.x), NFRAC - er));
-            const double qb = ceil(ldexp(fabs(v.y), NFRAC - er));
+            bad |= !(fabs(v.x) <= DMAX) | !(fabs(v.y) <= DMAX);
+            int ex, ey;
+            frexp(v.x, &ex);
+            frexp(v.y, &ey);
+            if (v.x != 0.0) { em = max(em, ex); ++cnt; sev += ex; }
+            if (v.y != 0.0) { em = max(em, ey); ++cnt; sev += ey; }
+        }
+    }
+    s_e[g.slot] = em;
+    s_n[g.slot] = cnt;
+    for (int o = 16; o > 0; o >>= 1) sev += __shfl_xor_sync(0xffffffffu, sev, o);
+    if ((threadIdx.x & 31) == 0) s_v[threadIdx.x >> 5] = sev;
+    if (__syncthreads_or(bad) && threadIdx.x == 0) acc[3] = 1ull;
+    const int nrb = rowfast ? 32 : 8, nparts = rowfast ? 8 : 32;
+    const int t = threadIdx.x;
+    const long long r = (long long)blockIdx.x * nrb + t;
+    if (t < nrb && r < rows) {
+        int e = EMIN_, c = 0;
+        for (int q = 0; q < nparts; ++q) {
+            e = max(e, s_e[crt_slot(rowfast, t, q)]);
+            c += s_n[crt_slot(rowfast, t, q)];
+        }
+        if (e != EMIN_) atomicMax(&emax[r], e);
+        if (c) atomicAdd(&nnz[r], c);
+    }
+    if (t == 0) {
+        long long tot = 0;
+        for (int q = 0; q < 8; ++q) tot += s_v[q];
+        if (tot) atomicAdd(&acc[2], (unsigned long long)tot);
+    }
+}
+
+// Pass 2: S = sum ceil(|x| 2**(NFRAC - e))**2 per row (integers < 2**53: exact in any order),
+// added into sq[r] (uint64).
+extern "C" __global__ void crt_sumsq(
+    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    long long seg, int rowfast, const int* __restrict__ emax, unsigned long long* __restrict__ sq)
+{
+    __shared__ double s_s[256];
+    const Geom g = crt_geom(rowfast, k, seg);
+    double s = 0.0;
+    if (g.r < rows && emax[g.r] != EMIN_) {
+        const double2* p = x + g.r * sr;
+        const int sh = NFRAC - emax[g.r];
+        const bool fast = sh <= 1023;  // e >= -1010: 2**sh normal (sh >= 13 - 1024 always)
+        const double scale = fast ? pow2(sh) : 0.0;
+        for (long long kk = g.k0; kk < g.k1; kk += g.ks) {
+            const double2 v = p[kk * sc];
+            const double qa = ceil(fast ? fabs(v.x) * scale : ldexp(fabs(v.x), sh));
+            const double qb = ceil(fast ? fabs(v.y) * scale : ldexp(fabs(v.y), sh));
             s += qa * qa;
             s += qb * qb;
-            nnz += (v.x != 0.0) + (v.y != 0.0);
         }
-        if (warp) {
-            for (int o = 16; o > 0; o >>= 1) {
-                s += __shfl_xor_sync(0xffffffffu, s, o);
-                nnz += __shfl_xor_sync(0xffffffffu, nnz, o);
-            }
-        }
+    }
+    s_s[g.slot] = s;
+    __syncthreads();
+    const int nrb = rowfast ? 32 : 8, nparts = rowfast ? 8 : 32;
+    const int t = threadIdx.x;
+    const long long r = (long long)blockIdx.x * nrb + t;
+    if (t < nrb && r < rows) {
+        double tot = 0.0;
+        for (int q = 0; q < nparts; ++q) tot += s_s[crt_slot(rowfast, t, q)];
+        if (tot > 0.0) atomicAdd(&sq[r], (unsigned long long)tot);
+    }
+}
+
+// Per row: f = e - NFRAC + ceil(bitlength(S) / 2) (0 for a zero row) into f; with mom != 0 the
+// sums of nnz (acc[0]) and nnz (f + ALLOW - a) (acc[1]), a = min(ALLOW, floor(log2(nnz) / 2)).
+extern "C" __global__ void crt_fin(
+    long long rows, const int* __restrict__ emax, const unsigned long long* __restrict__ sq,
+    const int* __restrict__ nnz, int* __restrict__ f, unsigned long long* __restrict__ acc,
+    int mom)
+{
+    long long c = 0, t = 0;
+    for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < rows;
+         r += (long long)gridDim.x * blockDim.x) {
+        const int e = emax[r] == EMIN_ ? 0 : emax[r];
+        const double s = (double)sq[r];  // exact: < 2**53
         int fr = 0;
         if (s > 0.0) {
             int bl;
             frexp(s, &bl);
-            fr = er - NFRAC + (bl + 1) / 2;
+            fr = e - NFRAC + (bl + 1) / 2;
         }
-        if (lane == 0) f[r] = fr;
-        if (want && nnz > 0) {
-            int a = (31 - __clz(nnz)) / 2;  // floor(log2(nnz) / 2)
-            const int fh = fr + ALLOW - (a < ALLOW ? a : ALLOW);
-            for (long long kk = lane; kk < k; kk += lanes) {
-                const double2 v = p[kk * sc];
-                oz_hist_add(sh, fh, v.x);
-                oz_hist_add(sh, fh, v.y);
-            }
+        f[r] = fr;
+        const int n = nnz[r];
+        if (n > 0) {
+            const int a = (31 - __clz(n)) / 2;
+            c += n;
+            t += (long long)n * (fr + ALLOW - (a < ALLOW ? a : ALLOW));
         }
     }
-    if (want) oz_hist_flush(sh, hist);
+    if (mom) {
+        for (int o = 16; o > 0; o >>= 1) {
+            c += __shfl_xor_sync(0xffffffffu, c, o);
+            t += __shfl_xor_sync(0xffffffffu, t, o);
+        }
+        if ((threadIdx.x & 31) == 0 && c) {
+            atomicAdd(&acc[0], (unsigned long long)c);
+            atomicAdd(&acc[1], (unsigned long long)t);
+        }
+    }
 }
 
 // Symmetric INT8 residues of the rows of X (rows, k) complex128, element strides (sr, sc),
@@ -170,6 +289,8 @@ extern "C" __global__ void crt_residues(
         }
         const bool valid = r < rows;
         const int sh = valid ? bits - f[r] : 0;
+        const bool fast = sh >= -1022 && sh <= 1023;
+        const double scale = fast ? pow2(sh) : 0.0;
         double h[2][4][NH];
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
@@ -177,13 +298,14 @@ extern "C" __global__ void crt_residues(
             const double2 v = (valid && kk < k) ? x[r * sr + kk * sc] : make_double2(0.0, 0.0);
 #pragma unroll
             for (int part = 0; part < 2; ++part) {
-                const double ys = ldexp(part ? v.y : v.x, sh);  // exact
+                const double xv = part ? v.y : v.x;
+                const double ys = fast ? xv * scale : ldexp(xv, sh);  // as ldexp: exact here
                 double y = rnd ? rint(ys) : trunc(ys);  // the scheme's one rounding
 #pragma unroll
                 for (int i = NH - 1; i > 0; --i) {
-                    const double hi_ = trunc(ldexp(y, -26 * i));  // exact
+                    const double hi_ = trunc(y * pow2(-26 * i));  // exact (|y| >= 1 or 0)
                     h[part][c][i] = hi_;
-                    y -= ldexp(hi_, 26 * i);  // exact: the bits of y below 2**(26 i)
+                    y -= hi_ * pow2(26 * i);  // exact: the bits of y below 2**(26 i)
                 }
                 h[part][c][0] = y;
             }
@@ -207,9 +329,109 @@ extern "C" __global__ void crt_residues(
                     rr[part] = symmod(acc, p, ip, hi, lo);
                 }
                 const double rs = symmod(rr[0] + rr[1], p, ip, hi, lo);
-                wr |= ((unsigned int)(int)rr[0] & 0xffu) << (8 * c);
-                wi |= ((unsigned int)(int)rr[1] & 0xffu) << (8 * c);
-                ws |= ((unsigned int)(int)rs & 0xffu) << (8 * c);
+                wr |= ((unsigned int)int_small(rr[0]) & 0xffu) << (8 * c);
+                wi |= ((unsigned int)int_small(rr[1]) & 0xffu) << (8 * c);
+                ws |= ((unsigned int)int_small(rs) & 0xffu) << (8 * c);
+            }
+            signed char* d = dst + (long long)l * mstride;
+            *(unsigned int*)d = wr;
+            *(unsigned int*)(d + ra * kpad) = wi;
+            *(unsigned int*)(d + 2 * ra * kpad) = ws;
+        }
+    }
+}
+
+// The same residues for plans that keep bits <= 13 NP (NP <= 5): v is split exactly into NP
+// signed pieces of 13 bits (|h_i| <= 2**13, held as FP32), and per modulus
+// acc = sum_i h_i W_i (W_i = 2**(13 i) * weight mod p, |W_i| <= 128) is an integer below
+// 5 2**20 < 2**23: exact in FP32 in any order, FMAs included. symmod32 then works as symmod
+// (quotient within 1 of round(acc / p): relative error 2**-23 on a quotient below 2**15), on
+// the FP32 units (twice the FP64 rate; the FP64 path is compute-bound). cst32 is (nmod, 12)
+// float: p, 1/p, hi, lo, W_0 .. W_4, 0, 0, 0.
+#define RMAGIC32 12582912.0f  // 1.5 * 2**23
+
+__device__ __forceinline__ float symmod32(float x, float p, float ip, float hi, float lo)
+{
+    const float q = fmaf(x, ip, RMAGIC32) - RMAGIC32;  // rint(x / p) within 1
+    float r = fmaf(-q, p, x);  // exact: integers below 2**24
+    if (r > hi) r -= p;
+    if (r < lo) r += p;
+    return r;
+}
+
+#ifndef NP
+#define NP 5
+#endif
+extern "C" __global__ void crt_residues32(
+    const double2* __restrict__ x, long long rows, long long ra, long long k, long long kpad,
+    long long sr, long long sc, const int* __restrict__ f, int bits, int nmod,
+    const float* __restrict__ cst, signed char* __restrict__ out, int qb, int rnd)
+{
+    const long long nq = kpad / 4;
+    const int rb = qb ? 32 / qb : 1;
+    const long long nrt = (ra + rb - 1) / rb;
+    const long long total = qb ? nrt * ((nq + qb - 1) / qb) * 32 : ra * nq;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long mstride = 3 * ra * kpad;
+    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += stride) {
+        long long r, q;
+        if (qb) {
+            const int lane = (int)(idx & 31);
+            const long long tile = idx >> 5;
+            r = (tile %% nrt) * rb + lane / qb;
+            q = (tile / nrt) * qb + lane %% qb;
+            if (r >= ra || q >= nq) continue;
+        } else {
+            q = idx %% nq; r = idx / nq;
+        }
+        const bool valid = r < rows;
+        const int sh = valid ? bits - f[r] : 0;
+        const bool fast = sh >= -1022 && sh <= 1023;
+        const double scale = fast ? pow2(sh) : 0.0;
+        float h[2][4][NP];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const long long kk = q * 4 + c;
+            const double2 v = (valid && kk < k) ? x[r * sr + kk * sc] : make_double2(0.0, 0.0);
+#pragma unroll
+            for (int part = 0; part < 2; ++part) {
+                const double xv = part ? v.y : v.x;
+                const double ys = fast ? xv * scale : ldexp(xv, sh);  // as ldexp: exact here
+                double y = rnd ? rint(ys) : trunc(ys);  // the scheme's one rounding
+#pragma unroll
+                for (int i = NP - 1; i > 0; --i) {
+                    const double hi_ = trunc(y * pow2(-13 * i));  // exact
+                    h[part][c][i] = (float)hi_;  // exact: |hi_| <= 2**13
+                    y -= hi_ * pow2(13 * i);  // exact: the bits of y below 2**(13 i)
+                }
+                h[part][c][0] = (float)y;
+            }
+        }
+        signed char* dst = out + r * kpad + q * 4;
+        for (int l = 0; l < nmod; ++l) {
+            const float* cl = cst + 12 * l;
+            const float p = cl[0], ip = cl[1], hi = cl[2], lo = cl[3];
+            float w[NP];
+#pragma unroll
+            for (int i = 0; i < NP; ++i) w[i] = cl[4 + i];
+            unsigned int wr = 0u, wi = 0u, ws = 0u;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                float rr[2];
+#pragma unroll
+                for (int part = 0; part < 2; ++part) {
+                    float acc = h[part][c][0] * w[0];
+#pragma unroll
+                    for (int i = 1; i < NP; ++i) acc = fmaf(h[part][c][i], w[i], acc);  // exact
+                    rr[part] = symmod32(acc, p, ip, hi, lo);
+                }
+                float rs = rr[0] + rr[1];  // |rs| <= 256: one correction each way
+                if (rs > hi) rs -= p;
+                if (rs < lo) rs += p;
+                wr |= ((unsigned int)__float_as_int(rr[0] + RMAGIC32) & 0xffu) << (8 * c);
+                wi |= ((unsigned int)__float_as_int(rr[1] + RMAGIC32) & 0xffu) << (8 * c);
+                ws |= ((unsigned int)__float_as_int(rs + RMAGIC32) & 0xffu) << (8 * c);
             }
             signed char* d = dst + (long long)l * mstride;
             *(unsigned int*)d = wr;
@@ -221,99 +443,110 @@ extern "C" __global__ void crt_residues(
 
 // One modulus: t holds the INT32 planes T1, T2, T3 (each (mp, ld) row-major, plane elements
 // apart, ld a multiple of 4); u gets u_re = (T1 - T2) mod p and u_im = (T3 - T1 - T2) mod p in
-// [0, p) as UINT8, (2, m, nb) dense. Each thread takes 4 adjacent columns (16-byte loads); rows
-// along grid y and columns along x, both grid-stride (a few thousand blocks in all).
-__device__ __forceinline__ unsigned char crt_u(double x, double p, double ip, double hi, double lo)
+// [0, p) as UINT8, (2, m, ld) (columns >= nb: residues of the zero padding). Integer arithmetic:
+// |T| <= k 2**14 < 2**31, and for 128 < p <= 256, a < 2**31 and M = floor(2**39 / p) + 1 < 2**32,
+// floor(a M / 2**39) = floor(a / p) (the excess a (M - 2**39/p) / 2**39 < 2**-8 <= 1/p cannot
+// carry past the next integer). Each thread takes 4 adjacent columns: three 16-byte loads and
+// two 4-byte stores.
+__device__ __forceinline__ int crt_modp(int t, int p, unsigned int M)
 {
-    double r = symmod(x, p, ip, hi, lo);
-    if (r < 0.0) r += p;
-    return (unsigned char)(int)r;
+    const unsigned int a = t < 0 ? (unsigned int)(-t) : (unsigned int)t;
+    const int r = (int)(a - (__umulhi(a, M) >> 7) * (unsigned int)p);
+    return (t < 0 && r) ? p - r : r;  // in [0, p)
 }
 
 extern "C" __global__ void crt_reduce(
-    const int* __restrict__ t, long long m, long long nb, long long ld, long long plane,
-    double p, double ip, double hi, double lo, unsigned char* __restrict__ u)
+    const int* __restrict__ t, long long m, long long ld, long long plane, int p,
+    unsigned int M, unsigned char* __restrict__ u)
 {
-    const long long total = m * nb;
-    const long long nq = (nb + 3) / 4;
-    for (long long i = blockIdx.y; i < m; i += gridDim.y) {
-        for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < nq;
-             q += (long long)gridDim.x * blockDim.x) {
-            const long long o = i * ld + 4 * q, idx = i * nb + 4 * q;
-            const int4 a = *(const int4*)(t + o);
-            const int4 b = *(const int4*)(t + plane + o);
-            const int4 c = *(const int4*)(t + 2 * plane + o);
-            const int t1[4] = {a.x, a.y, a.z, a.w}, t2[4] = {b.x, b.y, b.z, b.w};
-            const int t3[4] = {c.x, c.y, c.z, c.w};
+    const long long nq = ld / 4;
+    const long long total = m * nq;
+    const int4* t1p = (const int4*)t;
+    const int4* t2p = (const int4*)(t + plane);
+    const int4* t3p = (const int4*)(t + 2 * plane);
+    unsigned int* ure = (unsigned int*)u;
+    unsigned int* uim = (unsigned int*)(u + m * ld);
+    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (long long)gridDim.x * blockDim.x) {
+        const int4 a = t1p[idx], b = t2p[idx], c = t3p[idx];
+        const int t1[4] = {a.x, a.y, a.z, a.w}, t2[4] = {b.x, b.y, b.z, b.w};
+        const int t3[4] = {c.x, c.y, c.z, c.w};
+        unsigned int wre = 0u, wim = 0u;
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (4 * q + e < nb) {
-                    const double re = (double)t1[e] - (double)t2[e];        // exact
-                    const double im = (double)t3[e] - re - 2.0 * (double)t2[e];  // exact
-                    u[idx + e] = crt_u(re, p, ip, hi, lo);
-                    u[total + idx + e] = crt_u(im, p, ip, hi, lo);
-                }
-            }
+        for (int e = 0; e < 4; ++e) {
+            const int r1 = crt_modp(t1[e], p, M), r2 = crt_modp(t2[e], p, M);
+            const int r3 = crt_modp(t3[e], p, M);
+            int re = r1 - r2;
+            re += re < 0 ? p : 0;
+            int im = r3 - r1 - r2;
+            im += im < 0 ? p : 0;
+            im += im < 0 ? p : 0;
+            wre |= (unsigned int)re << (8 * e);
+            wim |= (unsigned int)im << (8 * e);
         }
+        ure[idx] = wre;
+        uim[idx] = wim;
     }
 }
 
-// CRT reconstruction (ozaki2._CRTAccumulator): u is (nmod, 2, m, nb) UINT8; cst holds 1/p
-// (nmod), then the digits of P/p ((nmod, nlimb), lowest first), then the digits of P (nlimb);
-// they are staged in shared memory. out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum)
-// + i ldexp(C'_im, ...). Rows along grid y, columns along x.
+// CRT reconstruction (ozaki2._CRTAccumulator), NMODC moduli and NLIMBC digits fixed at compile
+// time: u is (NMODC, 2, m, ld) UINT8; cst holds 1/p (NMODC), then the digits of P/p ((NMODC,
+// NLIMBC), lowest first), then the digits of P (NLIMBC), staged in shared memory.
+// out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). One output per thread
+// (blockIdx.y: row i - i0, x: columns), no grid-stride loop (so the constants stay in shared memory):
+// the 2 NMODC byte loads are independent and issued together; bytes become FP64 by an exponent
+// trick rather than a conversion.
 extern "C" __global__ void crt_finish(
-    const unsigned char* __restrict__ u, long long m, long long nb, int nmod, int nlimb,
+    const unsigned char* __restrict__ u, long long m, long long nb, long long ld,
     const double* __restrict__ cst, const int* __restrict__ fa, const int* __restrict__ fb,
-    int gsum, double2* __restrict__ out, long long so_r, long long so_c)
+    int gsum, double2* __restrict__ out, long long so_r, long long so_c, long long i0)
 {
-    __shared__ double sc[MAXMOD * (MAXLIMB + 1) + MAXLIMB];
-    const int ncst = nmod + nmod * nlimb + nlimb;
-    for (int i = threadIdx.x; i < ncst; i += blockDim.x) sc[i] = cst[i];
+    __shared__ double sc[NMODC * (NLIMBC + 1) + NLIMBC];
+    const int ncst = NMODC * (NLIMBC + 1) + NLIMBC;
+    for (int t = threadIdx.x; t < ncst; t += blockDim.x) sc[t] = cst[t];
     __syncthreads();
+    const long long i = i0 + blockIdx.y, j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= nb) return;
     const double* invp = sc;
-    const double* lm = sc + nmod;
-    const double* lp = sc + nmod + nmod * nlimb;
-    const long long total = m * nb;
+    const double* lm = sc + NMODC;
+    const double* lp = sc + NMODC + NMODC * NLIMBC;
+    const long long plane = m * ld;
+    const unsigned char* ui = u + i * ld + j;
     const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
-    for (long long i = blockIdx.y; i < m; i += gridDim.y) {
-        const int fai = fa[i] - gsum;
-        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < nb;
-             j += (long long)gridDim.x * blockDim.x) {
-            const long long idx = i * nb + j;
-            double res[2];
+    unsigned int w[2 * NMODC];
 #pragma unroll
-            for (int part = 0; part < 2; ++part) {
-                double q = 0.0;
-                double d[MAXLIMB] = {0.0, 0.0, 0.0, 0.0};
-                for (int l = 0; l < nmod; ++l) {
-                    const double v = (double)u[(2 * l + part) * total + idx];
-                    q += v * invp[l];  // only rint(q) is used: exact (|C'| < P/2 (1 - 2**-40))
+    for (int l = 0; l < 2 * NMODC; ++l) w[l] = ui[l * plane];
+    double res[2];
 #pragma unroll
-                    for (int c = 0; c < MAXLIMB; ++c)
-                        if (c < nlimb) d[c] += v * lm[l * nlimb + c];  // exact, < 2**53
-                }
-                const double qq = rint(q);
+    for (int part = 0; part < 2; ++part) {
+        double q = 0.0;
+        double d[NLIMBC];
 #pragma unroll
-                for (int c = 0; c < MAXLIMB; ++c)
-                    if (c < nlimb) d[c] -= qq * lp[c];  // exact
+        for (int c = 0; c < NLIMBC; ++c) d[c] = 0.0;
 #pragma unroll
-                for (int c = 0; c < MAXLIMB - 1; ++c) {
-                    if (c + 1 < nlimb) {  // balanced digits, exact
-                        const double carry = rint(d[c] * iradix);
-                        d[c] -= carry * radix;
-                        d[c + 1] += carry;
-                    }
-                }
-                double v = d[0];
+        for (int l = 0; l < NMODC; ++l) {
+            // 2**52 + byte, exactly, minus 2**52
+            const double v = __hiloint2double(0x43300000, w[2 * l + part]) - 4503599627370496.0;
+            q += v * invp[l];  // only rint(q) is used: exact (|C'| < P/2 (1 - 2**-40))
 #pragma unroll
-                for (int c = 1; c < MAXLIMB; ++c)
-                    if (c < nlimb) v = d[c] * ldexp(1.0, LBITS * c) + v;  // product exact
-                res[part] = ldexp(v, fai + fb[j]);
-            }
-            out[i * so_r + j * so_c] = make_double2(res[0], res[1]);
+            for (int c = 0; c < NLIMBC; ++c) d[c] += v * lm[l * NLIMBC + c];  // exact, < 2**53
         }
+        const double qq = rint_small(q);
+#pragma unroll
+        for (int c = 0; c < NLIMBC; ++c) d[c] -= qq * lp[c];  // exact
+#pragma unroll
+        for (int c = 0; c + 1 < NLIMBC; ++c) {  // balanced digits, exact
+            const double carry = rint_small(d[c] * iradix);
+            d[c] -= carry * radix;
+            d[c + 1] += carry;
+        }
+        double v = d[0];
+#pragma unroll
+        for (int c = 1; c < NLIMBC; ++c) v = d[c] * ldexp(1.0, LBITS * c) + v;  // product exact
+        res[part] = v;
     }
+    const int sh = fa[i] - gsum + fb[j];
+    out[i * so_r + j * so_c] = make_double2(ldexp(res[0], sh), ldexp(res[1], sh));
 }
 """
 
@@ -321,76 +554,127 @@ _modules: dict = {}
 #: Bits per exact half of a scaled integer in ``crt_residues`` (``6 * 26 >= 154 = gamma(20)``).
 HALF_BITS = 26
 MAX_HALVES = 6
+#: Chunks of 4 k per warp row in ``crt_residues`` for B's strided columns (``qb``, a power of 2
+#: <= 32): a warp covers 32 / qb adjacent columns x 4 qb k. H100, B^T of 16384 x 16384, N = 16:
+#: qb = 4 / 8 / 16 / 32 took 61 / 22 / 11 / 9.4 ms (the stores, 3 N bytes per value, want long
+#: runs; the loads' half-used sectors are served from L2 to the neighbouring warp).
+_TILE_CHUNKS = 32
+#: Pieces of 13 bits in ``crt_residues32`` (FP32 arithmetic): plans keeping <= 65 bits.
+PIECE32_BITS = 13
+PIECES32 = 5
+_INT_MIN = -(2**31)
 
 
-def _kernel(name: str, halves: int = 1):
-    """A kernel of :data:`_SOURCE`, compiled once per number of 26-bit halves (``-DNH``)."""
-    mod = _modules.get(halves)
+def _kernel(name: str, halves: int = 1, num_moduli: int = 0):
+    """A kernel of :data:`_SOURCE`, compiled once per number of 26-bit halves (``-DNH``), or of
+    13-bit pieces (``halves = 100 + NP``: ``-DNP``, ``crt_residues32``) and, for ``crt_finish``,
+    per number of moduli (``-DNMODC``, ``-DNLIMBC``)."""
+    key = (halves, num_moduli)
+    mod = _modules.get(key)
     if mod is None:
-        code = _SOURCE % {"maxd": _MAX_EXP_DIFF, "nfrac": NORM_FRAC_BITS, "lbits": LIMB_BITS,
-                          "allow": LOSS_ALLOWANCE_BITS, "hist": _cuda.HIST_DEVICE}
-        mod = _modules[halves] = cp.RawModule(code=code, options=(f"-DNH={halves}",))
+        code = _SOURCE % {"nfrac": NORM_FRAC_BITS, "lbits": LIMB_BITS,
+                          "allow": LOSS_ALLOWANCE_BITS}
+        # halves > 100: crt_residues32 with halves - 100 pieces of 13 bits
+        opts = [f"-DNH={halves}"] if halves < 100 else [f"-DNP={halves - 100}"]
+        if num_moduli:
+            opts += [f"-DNMODC={num_moduli}", f"-DNLIMBC={crt_constants(num_moduli).num_limbs}"]
+        mod = _modules[key] = cp.RawModule(code=code, options=tuple(opts))
     return mod.get_function(name)
 
 
-def _grid2(m: int, nb: int) -> tuple[int, int]:
-    """2-D grid of the per-output kernels: columns along x (256 a block), rows along y."""
-    return int(max(1, min(-(-nb // _THREADS), 4096))), int(max(1, min(m, 65535)))
-
-
-def _grid_reduce(m: int, nb: int) -> tuple[int, int]:
-    """Grid of ``crt_reduce``: 4 columns a thread along x, at most ~8 blocks per SM in all."""
-    gx = max(1, min(-(-nb // (4 * _THREADS)), 64))
-    return int(gx), int(max(1, min(m, 8 * _cuda._sms() // gx + 1, 65535)))
+def _grid1(items: int) -> int:
+    """Blocks of a grid-stride loop over ``items``: at most ~8 resident blocks per SM."""
+    return int(max(1, min(-(-items // _THREADS), 8 * _cuda._sms())))
 
 
 #: Sizes and layout of the last :func:`int8_crt_zgemm_gpu` call (working-memory report).
 last_stats: dict = {}
 
 
-def analyse(x, histogram: bool = True):
-    """Norm exponents (and the loss histogram) of the rows of ``x`` on the GPU.
+def _segments(tiles: int, k: int, step: int) -> int:
+    """k-segment length of the analysis passes: enough blocks (tiles x segments) to fill the GPU
+    four times over, segments of at least 64 steps."""
+    want = max(1, -(-4 * 8 * _cuda._sms() // max(tiles, 1)))
+    nseg = max(1, min(want, k // (64 * step)))
+    return -(-k // nseg)
+
+
+def analyse(x, moments: bool = True):
+    """Norm exponents (and the loss moments) of the rows of ``x`` on the GPU, in two passes.
+
+    Pass 1 (``crt_scan``) finds each row's ozIMMU exponent ``e``, its count of nonzero scalars
+    and the sum of their exponents; pass 2 (``crt_sumsq``) the exact integer ``S`` of the norm
+    bound; ``crt_fin`` forms ``f`` and the moments. Both passes split k into segments, so that
+    B's columns (``b.T``, rows adjacent in memory) are read by the whole GPU, not one thread per
+    column.
 
     Args:
         x (cupy.ndarray): ``(rows, k)`` complex128, any strides (``b.T`` for B's columns).
-        histogram: also count the loss histogram.
+        moments: also compute the loss moments.
 
     Returns:
-        ``(f, hist)``: ``(rows,)`` int32 CuPy, equal to
-        :func:`ozsim.gemm.ozaki2.norm_exponents`; ``(2201,)`` int64 **NumPy** histogram equal to
-        :func:`ozsim.gemm.ozaki2.analyse_rows`'s (``None`` without ``histogram``).
+        ``(f, mom)``: ``(rows,)`` int32 CuPy, equal to
+        :func:`ozsim.gemm.ozaki2.norm_exponents`; ``(2,)`` int64 **NumPy** ``[count, sum_j]``
+        equal to :func:`ozsim.gemm.ozaki2.analyse_rows`'s (``None`` without ``moments``).
 
     Raises:
-        NonFiniteError: NaN or Inf in ``x``.
+        NonFiniteError: NaN or Inf in ``x`` (checked on the host after the kernels: one sync).
     """
     rows, k = x.shape
-    e, _ = _cuda.analyse(x, histogram=False)  # raises NonFiniteError
     f = cp.zeros(rows, dtype=cp.int32)
-    hist = cp.zeros(_MAX_EXP_DIFF + 1, dtype=cp.uint64) if histogram else None
+    acc = cp.zeros(4, dtype=cp.uint64)  # count, sum nnz (f + 4 - a), sum of exponents, flag
     if rows and k:
         sr, sc = _cuda._strides(x)
-        warp = abs(sr) > abs(sc)  # rows contiguous along k: one warp per row
+        rowfast = abs(sr) <= abs(sc)
+        tiles = -(-rows // (32 if rowfast else 8))
+        seg = _segments(tiles, k, 8 if rowfast else 32)
+        grid = (tiles, -(-k // seg))
+        emax = cp.full(rows, _INT_MIN, dtype=cp.int32)
+        nnz = cp.zeros(rows, dtype=cp.int32)
+        sq = cp.zeros(rows, dtype=cp.uint64)
+        geo = (x, np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), np.int64(seg),
+               np.int32(rowfast))
         with _cuda._stage("analyse"):
-            _kernel("crt_norm")(
-                (_cuda._grid(rows * 32 if warp else rows),), (_THREADS,),
-                (x, np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), e, f,
-                 hist if histogram else np.uint64(0), np.int32(warp)))
-    return f, (hist.get().view(np.int64) if histogram else None)
+            _kernel("crt_scan")(grid, (_THREADS,), geo + (emax, nnz, acc))
+            _kernel("crt_sumsq")(grid, (_THREADS,), geo + (emax, sq))
+            _kernel("crt_fin")((_grid1(rows),), (_THREADS,),
+                               (np.int64(rows), emax, sq, nnz, f, acc, np.int32(moments)))
+    host = acc.get().view(np.int64)
+    if host[3]:
+        raise NonFiniteError("GEMM operand has NaN or Inf entries")
+    mom = np.array([host[0], host[1] - host[2]], dtype=np.int64) if moments else None
+    return f, mom
 
 
-def _residue_constants(num_moduli: int, weighted: bool):
-    """``(N, 12)`` float64: ``p, 1/p, hi, lo`` and ``W_i = 2**(26 i) * weight mod p`` (symmetric,
-    i = 0..5), the weight being the CRT weight ``q_p`` for A and 1 for B."""
+_const_cache: dict = {}
+
+
+def _residue_constants(num_moduli: int, weighted: bool, piece_bits: int = HALF_BITS,
+                       dtype=np.float64):
+    """Cached :func:`_residue_table` on the current device."""
+    key = (num_moduli, weighted, piece_bits, np.dtype(dtype).str, cp.cuda.Device().id)
+    c = _const_cache.get(key)
+    if c is None:
+        c = _const_cache[key] = _residue_table(num_moduli, weighted, piece_bits, dtype)
+    return c
+
+
+def _residue_table(num_moduli: int, weighted: bool, piece_bits: int, dtype):
+    """``(N, 12)`` ``dtype``: ``p, fl(1/p), hi, lo`` and ``W_i = 2**(piece_bits i) * weight mod
+    p`` (symmetric, i = 0..5 (FP64 kernel) or 0..4 (FP32 kernel)), the weight being the CRT
+    weight ``q_p`` for A and 1 for B."""
     const = crt_constants(num_moduli)
+    count = MAX_HALVES if dtype == np.float64 else PIECES32
     rows = []
     for p, w in zip(const.moduli, const.weights):
         weight = w if weighted else 1
         ws = []
-        for i in range(MAX_HALVES):
-            v = ((1 << (HALF_BITS * i)) * weight) % p
+        for i in range(count):
+            v = ((1 << (piece_bits * i)) * weight) % p
             ws.append(float(v - p if v > (p - 1) // 2 else v))
-        rows.append([float(p), 1.0 / p, float((p - 1) // 2), float(-(p // 2))] + ws + [0.0, 0.0])
-    return cp.asarray(np.array(rows, dtype=np.float64))
+        row = [float(p), float(dtype(1.0) / dtype(p)), float((p - 1) // 2), float(-(p // 2))]
+        rows.append(row + ws + [0.0] * (8 - count))
+    return cp.asarray(np.array(rows, dtype=dtype))
 
 
 def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int, rows_alloc: int,
@@ -415,6 +699,7 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
     """
     rows, k = x.shape
     halves = max(1, -(-bits // HALF_BITS))
+    pieces = max(1, -(-bits // PIECE32_BITS))
     if halves > MAX_HALVES:
         raise ValueError(f"kept bits {bits} exceed the {HALF_BITS * MAX_HALVES} this kernel holds")
     if out is None:
@@ -426,11 +711,15 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
     qb = 0
     if abs(sr) <= abs(sc):  # rows adjacent in memory: tiles of rows x chunks per warp
         qb = 1
-        while qb * 2 <= min(nq, 8):
+        while qb * 2 <= min(nq, _TILE_CHUNKS):
             qb *= 2
     total = rows_alloc * nq if qb == 0 else -(-rows_alloc // (32 // qb)) * -(-nq // qb) * 32
-    cst = _residue_constants(num_moduli, weighted)
-    _kernel("crt_residues", halves)(
+    if pieces <= PIECES32:  # FP32 arithmetic (compute-bound kernel, twice the FP64 rate)
+        name, variant, cst = "crt_residues32", 100 + pieces, _residue_constants(
+            num_moduli, weighted, PIECE32_BITS, np.float32)
+    else:
+        name, variant, cst = "crt_residues", halves, _residue_constants(num_moduli, weighted)
+    _kernel(name, variant)(
         (_cuda._grid(total),), (_THREADS,),
         (x, np.int64(rows), np.int64(rows_alloc), np.int64(k), np.int64(kpad), np.int64(sr),
          np.int64(sc), f, np.int32(bits), np.int32(num_moduli), cst, out, np.int32(qb),
@@ -459,9 +748,30 @@ def prepared_residues(prep, bits: int, num_moduli: int, kpad: int, rounding: boo
 
 
 def _crt_constants_gpu(num_moduli: int):
-    c = crt_constants(num_moduli)
-    host = np.concatenate([c.inv_p, c.limbs_M.ravel(), c.limbs_P])
-    return cp.asarray(host)
+    key = ("crt", num_moduli, cp.cuda.Device().id)
+    dev = _const_cache.get(key)
+    if dev is None:
+        c = crt_constants(num_moduli)
+        host = np.concatenate([c.inv_p, c.limbs_M.ravel(), c.limbs_P])
+        dev = _const_cache[key] = cp.asarray(host)
+    return dev
+
+
+#: Largest default working memory of one scheme II GEMM: B's residues, one modulus' INT32 planes
+#: and the UINT8 residues of all moduli take ~92 bytes per output column and row at N = 16
+#: (24.7 GB for n = 16384), and one block of all columns runs the INT8 GEMMs ~5% faster than
+#: two (H100: 48 x 6.12 ms at 16384 columns against 48 x (4.48 + 1.98) ms at 11396 + 4988).
+WORKSPACE_CAP = 32 << 30
+
+
+def default_workspace_bytes(prep, plan) -> int:
+    """Default working memory of :func:`int8_crt_zgemm_gpu`: half the free device memory left
+    after A's residues (if not yet cached), at most :data:`WORKSPACE_CAP` bytes."""
+    m, k = prep.shape
+    cached = any(b == plan.bits_a and n >= plan.num_moduli and rd == plan.rounding
+                 for (b, n, _, rd) in prep._device_cache)
+    reserve = 0 if cached else 3 * plan.num_moduli * _pad4(m) * _cuda.padded_k(k)
+    return _cuda.default_workspace_bytes(reserve, WORKSPACE_CAP)
 
 
 def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_bytes: int):
@@ -484,21 +794,21 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
     n = b.shape[1]
     N, ga, gb = plan.num_moduli, plan.bits_a, plan.bits_b
     if b_exponents is None:
-        b_exponents = analyse(b.T, histogram=False)[0]
+        b_exponents = analyse(b.T, moments=False)[0]
     if out is None:
         out = cp.empty((m, n), dtype=cp.complex128)
     if m == 0 or n == 0:
         return out
     kpad = _cuda.padded_k(k)
     mp = _pad4(m)
-    per_col = 3 * N * kpad + 12 * mp + 2 * N * m + 16
+    per_col = 3 * N * kpad + 12 * mp + 2 * N * m + 16  # B residues, INT32 planes, UINT8 u
     nb = max(4, min(_pad4(n), int(workspace_bytes) // per_col // 4 * 4))
     nb = min(nb, n)
     nbp = _pad4(nb)
     a_res = prepared_residues(prep, ga, N, kpad, plan.rounding)
     b_res = cp.empty((N, 3, nbp, kpad), dtype=cp.int8)
     planes = cp.empty((3, mp, nbp), dtype=cp.int32)
-    u = cp.empty((N, 2, m, nb), dtype=cp.uint8)
+    u = cp.empty((N, 2, m, nbp), dtype=cp.uint8)
     const = crt_constants(N)
     cst = _crt_constants_gpu(N)
     so_r, so_c = _cuda._strides(out)
@@ -509,7 +819,8 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
     handle = cp.cuda.device.get_cublas_handle()
     _cuda.cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
     _cuda.cublas.setPointerMode(handle, _cuda._POINTER_MODE_HOST)
-    reduce_k, finish_k = _kernel("crt_reduce"), _kernel("crt_finish")
+    reduce_k, finish_k = _kernel("crt_reduce"), _kernel("crt_finish", num_moduli=N)
+    magic = [np.uint32((1 << 39) // p + 1) for p in const.moduli]  # crt_reduce's M
     for j0 in range(0, n, nb):
         nbj = min(n, j0 + nb) - j0
         nbpj = _pad4(nbj)
@@ -518,7 +829,7 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
             residues_gpu(b[:, j0 : j0 + nbj].T, b_exponents[j0 : j0 + nbj], gb, N,
                          weighted=False, kpad=kpad, rows_alloc=nbpj, rounding=plan.rounding,
                          out=bres)
-        uj = u.ravel()[: N * 2 * m * nbj].reshape(N, 2, m, nbj)
+        uj = u.ravel()[: N * 2 * m * nbpj].reshape(N, 2, m, nbpj)
         pl = planes.ravel()[: 3 * mp * nbpj]
         for i, p in enumerate(const.moduli):
             with _cuda._stage("gemm"):
@@ -529,13 +840,13 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
                     _cuda.gemm_tn_long(handle, nbpj, mp, kpad, b_ptr, kpad, a_ptr, kpad,
                                        c_ptr, nbpj)
             with _cuda._stage("reduce"):
-                reduce_k(_grid_reduce(m, nbj), (_THREADS,),
-                         (pl, np.int64(m), np.int64(nbj), np.int64(nbpj), np.int64(mp * nbpj),
-                          np.float64(p), np.float64(1.0 / p), np.float64((p - 1) // 2),
-                          np.float64(-(p // 2)), uj[i]))
+                reduce_k((_grid1(m * nbpj // 4),), (_THREADS,),
+                         (pl, np.int64(m), np.int64(nbpj), np.int64(mp * nbpj), np.int32(p),
+                          magic[i], uj[i]))
         with _cuda._stage("crt"):
-            finish_k(_grid2(m, nbj), (_THREADS,),
-                     (uj, np.int64(m), np.int64(nbj), np.int32(N), np.int32(const.num_limbs),
-                      cst, prep.norm_exponents, b_exponents[j0 : j0 + nbj], np.int32(ga + gb),
-                      out[:, j0 : j0 + nbj], np.int64(so_r), np.int64(so_c)))
+            for i0 in range(0, m, 65535):  # grid y: rows
+                finish_k((-(-nbj // _THREADS), min(m - i0, 65535)), (_THREADS,),
+                         (uj, np.int64(m), np.int64(nbj), np.int64(nbpj), cst,
+                          prep.norm_exponents, b_exponents[j0 : j0 + nbj], np.int32(ga + gb),
+                          out[:, j0 : j0 + nbj], np.int64(so_r), np.int64(so_c), np.int64(i0)))
     return out
