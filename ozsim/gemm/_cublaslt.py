@@ -5,9 +5,9 @@ Why: ``cublasGemmEx``'s own choice of INT8 kernel on the H100 falls off a cliff 
 products into K <= 8192 pieces added with beta = 1 (1.16 POP/s at K = 16384). Here the
 candidates are: ``cublasGemmEx`` in those pieces, and the first :data:`CANDIDATES` algorithms
 ``cublasLtMatmulAlgoGetHeuristic`` proposes for the whole K (any split-K reduction of INT32
-partial sums is exact). Each candidate is timed (two interleaved rounds of 3 calls after a
-warm-up, the faster round kept) the first time a shape is seen and the fastest is kept for the
-process; results are the same integers whichever runs.
+partial sums is exact). The first time a shape is seen each candidate is timed (3 calls after
+a warm-up), the 3 fastest again back to back (two interleaved rounds of 8 calls, the faster
+round kept), and the fastest is kept for the process; results are the same integers whichever runs.
 
 Only large products are tuned (:data:`MIN_TUNED_OPS`); smaller ones run ``cublasGemmEx`` as
 before. ``OZSIM_CUBLASLT=0`` turns the tuner off. The library is the ``libcublasLt`` that CuPy's
@@ -31,8 +31,9 @@ CANDIDATES = 8
 #: Products below ``2 m n k`` = this many operations are not tuned (tuning would not pay).
 MIN_TUNED_OPS = 2**38
 _WORKSPACE = 32 << 20
-#: Timing rounds per candidate when a shape is tuned.
+#: Sustained timing rounds (8 calls each) of the :data:`FINALISTS` fastest candidates.
 TUNING_ROUNDS = 2
+FINALISTS = 3
 
 _CUDA_R_8I, _CUDA_R_32I, _COMPUTE_32I = 3, 10, 72
 _OP_N, _OP_T = 0, 1
@@ -180,16 +181,20 @@ def gemm_tn(gemmex_pieces, m_, n_, k_, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, beta=
         for i in range(len(plan.algos)):
             if plan.run(lib, i, a_ptr, b_ptr, c_ptr, False) == 0:
                 cands[("lt", i)] = lambda i=i: plan.run(lib, i, a_ptr, b_ptr, c_ptr, False)
-        # two interleaved rounds of 3 calls, the faster kept: one round of 2 calls picked
-        # candidates up to 20% slower than the best when run back to back (clock ramps, noise;
-        # benchmarks/cublaslt_probe.py)
+        # a round of 3 calls each, then the 3 fastest in two interleaved rounds of 8 calls back
+        # to back: short timings picked algorithms up to 20% slower than the best sustained one
+        # (clock ramps, noise; benchmarks/cublaslt_probe.py, RESULTS.md section 3.1)
+        quick = {name: _time(fn, 3) for name, fn in cands.items()}
+        best = sorted(quick, key=quick.get)[:FINALISTS]
         times: dict = {}
         for _ in range(TUNING_ROUNDS):
-            for name, fn in cands.items():
-                t = _time(fn, 3)
+            for name in best:
+                t = _time(cands[name], 8)
                 times[name] = min(t, times.get(name, t))
         choice = choices[key] = min(times, key=times.get)
-        _state.setdefault("log", []).append((key, {str(k): round(v, 3) for k, v in times.items()},
+        _state.setdefault("log", []).append((key, {str(k): round(v, 3) for k, v in quick.items()}
+                                             | {f"{k} sustained": round(v, 3)
+                                                for k, v in times.items()},
                                              str(choice)))
     if choice == "gemmex":
         gemmex_pieces(beta)
