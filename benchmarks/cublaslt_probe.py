@@ -25,17 +25,6 @@ import cupy as cp
 from ozsim.gemm import _cublaslt, _cuda
 
 
-def _timed(fn, reps: int) -> float:
-    fn()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(reps):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) / reps
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=16384, help="rows of A (the gate) = columns of C^T")
@@ -71,8 +60,8 @@ def main(argv=None) -> int:
             cands[f"lt{i}"] = (lambda i=i, b=b, c=c, plan=plan: _cublaslt._check(
                 plan.run(lib, i, b.data.ptr, a.data.ptr, c.data.ptr, False), "cublasLtMatmul"))
         for name, fn in cands.items():
-            tune = _timed(fn, 2)
-            sus = _timed(fn, args.reps)
+            tune = _cublaslt._time(fn, 2)
+            sus = _cublaslt._time(fn, args.reps)
             rows.append({"cols": cols, "n": n, "k": k, "candidate": name, "tune_ms": tune,
                          "sustained_ms": sus, "tune_pops": ops / tune / 1e12,
                          "sustained_pops": ops / sus / 1e12})

@@ -78,8 +78,8 @@ _ZERO = np.zeros(1, dtype=np.int32)
 
 _THREADS = 256
 
-#: Device helpers shared by the analysis kernels here and in ``_cuda_crt``: the loss histogram
-#: of :func:`ozsim.gemm.ozaki1.loss_histogram`, counted per block in shared memory (needs MAXD).
+#: Device helpers of the scheme I analysis kernels (scheme II counts loss moments instead): the
+#: loss histogram of :func:`ozsim.gemm.ozaki1.loss_histogram`, per block in shared memory (MAXD).
 HIST_DEVICE = r"""
 // count nonzero x in bin clamp(e - exponent(x), 0, MAXD) of the block's shared histogram
 __device__ __forceinline__ void oz_hist_add(unsigned int* sh, int e, double x)

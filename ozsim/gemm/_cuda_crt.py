@@ -253,6 +253,53 @@ extern "C" __global__ void crt_fin(
     }
 }
 
+// Grid-stride item idx of the residue kernels -> row r and 4-k chunk q: qb == 0: adjacent
+// threads take adjacent chunks of a row (rows contiguous along k); qb > 0 (rows adjacent in
+// memory): a warp takes a tile of 32/qb rows x qb chunks. False where the tile overhangs.
+__device__ __forceinline__ bool crt_item(long long idx, int qb, long long nrt, long long nq,
+                                         long long ra, long long& r, long long& q)
+{
+    if (!qb) { q = idx %% nq; r = idx / nq; return true; }
+    const int rb = 32 / qb, lane = (int)(idx & 31);
+    const long long tile = idx >> 5;
+    r = (tile %% nrt) * rb + lane / qb;
+    q = (tile / nrt) * qb + lane %% qb;
+    return r < ra && q < nq;
+}
+
+// The 4 values of chunk q of row r (zero outside the matrix), each part scaled to its integer
+// v = rnd(ldexp(x, bits - f[r])) (rint if rnd, else trunc: the scheme's one rounding) and split
+// exactly into NPC pieces of PB bits, v = sum_i h_i 2**(PB i), all of v's sign; T holds them
+// exactly (|h_i| <= 2**PB).
+template <typename T, int PB, int NPC>
+__device__ __forceinline__ void crt_pieces(
+    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    const int* __restrict__ f, int bits, int rnd, long long r, long long q, T (&h)[2][4][NPC])
+{
+    const bool valid = r < rows;
+    const int sh = valid ? bits - f[r] : 0;
+    const bool fast = sh >= -1022 && sh <= 1023;
+    const double scale = fast ? pow2(sh) : 0.0;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        const long long kk = q * 4 + c;
+        const double2 v = (valid && kk < k) ? x[r * sr + kk * sc] : make_double2(0.0, 0.0);
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+            const double xv = part ? v.y : v.x;
+            const double ys = fast ? xv * scale : ldexp(xv, sh);  // as ldexp: exact here
+            double y = rnd ? rint(ys) : trunc(ys);
+#pragma unroll
+            for (int i = NPC - 1; i > 0; --i) {
+                const double hi_ = trunc(y * pow2(-PB * i));  // exact (|y| >= 1 or 0)
+                h[part][c][i] = (T)hi_;  // exact
+                y -= hi_ * pow2(PB * i);  // exact: the bits of y below 2**(PB i)
+            }
+            h[part][c][0] = (T)y;
+        }
+    }
+}
+
 // Symmetric INT8 residues of the rows of X (rows, k) complex128, element strides (sr, sc),
 // scaled to integers v = rint(ldexp(x, bits - f[r])) (rnd != 0; else trunc), for nmod moduli:
 // out is (nmod, 3, ra, kpad) int8, [Re, Im, Re + Im] per modulus, rows >= rows and k >= k zero.
@@ -278,38 +325,9 @@ extern "C" __global__ void crt_residues(
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += stride) {
         long long r, q;
-        if (qb) {
-            const int lane = (int)(idx & 31);
-            const long long tile = idx >> 5;
-            r = (tile %% nrt) * rb + lane / qb;
-            q = (tile / nrt) * qb + lane %% qb;
-            if (r >= ra || q >= nq) continue;
-        } else {
-            q = idx %% nq; r = idx / nq;
-        }
-        const bool valid = r < rows;
-        const int sh = valid ? bits - f[r] : 0;
-        const bool fast = sh >= -1022 && sh <= 1023;
-        const double scale = fast ? pow2(sh) : 0.0;
+        if (!crt_item(idx, qb, nrt, nq, ra, r, q)) continue;
         double h[2][4][NH];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            const long long kk = q * 4 + c;
-            const double2 v = (valid && kk < k) ? x[r * sr + kk * sc] : make_double2(0.0, 0.0);
-#pragma unroll
-            for (int part = 0; part < 2; ++part) {
-                const double xv = part ? v.y : v.x;
-                const double ys = fast ? xv * scale : ldexp(xv, sh);  // as ldexp: exact here
-                double y = rnd ? rint(ys) : trunc(ys);  // the scheme's one rounding
-#pragma unroll
-                for (int i = NH - 1; i > 0; --i) {
-                    const double hi_ = trunc(y * pow2(-26 * i));  // exact (|y| >= 1 or 0)
-                    h[part][c][i] = hi_;
-                    y -= hi_ * pow2(26 * i);  // exact: the bits of y below 2**(26 i)
-                }
-                h[part][c][0] = y;
-            }
-        }
+        crt_pieces<double, 26, NH>(x, rows, k, sr, sc, f, bits, rnd, r, q, h);
         signed char* dst = out + r * kpad + q * 4;
         for (int l = 0; l < nmod; ++l) {
             const double* cl = cst + 12 * l;
@@ -376,38 +394,9 @@ extern "C" __global__ void crt_residues32(
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += stride) {
         long long r, q;
-        if (qb) {
-            const int lane = (int)(idx & 31);
-            const long long tile = idx >> 5;
-            r = (tile %% nrt) * rb + lane / qb;
-            q = (tile / nrt) * qb + lane %% qb;
-            if (r >= ra || q >= nq) continue;
-        } else {
-            q = idx %% nq; r = idx / nq;
-        }
-        const bool valid = r < rows;
-        const int sh = valid ? bits - f[r] : 0;
-        const bool fast = sh >= -1022 && sh <= 1023;
-        const double scale = fast ? pow2(sh) : 0.0;
+        if (!crt_item(idx, qb, nrt, nq, ra, r, q)) continue;
         float h[2][4][NP];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            const long long kk = q * 4 + c;
-            const double2 v = (valid && kk < k) ? x[r * sr + kk * sc] : make_double2(0.0, 0.0);
-#pragma unroll
-            for (int part = 0; part < 2; ++part) {
-                const double xv = part ? v.y : v.x;
-                const double ys = fast ? xv * scale : ldexp(xv, sh);  // as ldexp: exact here
-                double y = rnd ? rint(ys) : trunc(ys);  // the scheme's one rounding
-#pragma unroll
-                for (int i = NP - 1; i > 0; --i) {
-                    const double hi_ = trunc(y * pow2(-13 * i));  // exact
-                    h[part][c][i] = (float)hi_;  // exact: |hi_| <= 2**13
-                    y -= hi_ * pow2(13 * i);  // exact: the bits of y below 2**(13 i)
-                }
-                h[part][c][0] = (float)y;
-            }
-        }
+        crt_pieces<float, 13, NP>(x, rows, k, sr, sc, f, bits, rnd, r, q, h);
         signed char* dst = out + r * kpad + q * 4;
         for (int l = 0; l < nmod; ++l) {
             const float* cl = cst + 12 * l;
