@@ -16,6 +16,7 @@ from ozsim import Circuit
 from ozsim.gates.haar import haar_unitary
 from ozsim.gemm import GemmInfo, PreparedCRTOperand, ozaki1, parse_backend, zgemm
 from ozsim.gemm.ozaki2 import (
+    LOSS_ALLOWANCE_BITS,
     MAX_K,
     MODULI,
     _float32_exact,
@@ -210,35 +211,36 @@ def test_crt_reconstruction_against_python_ints(n):
 
 # -- loss rule and plans ----------------------------------------------------------------------
 def test_loss_rule_by_hand():
-    """Signed loss j + 50 - g, mean over nonzero scalars, j = d + 4 - a (module docstring)."""
-    mom = np.array([2, 4 + 14])  # dense rows (a = 4): one scalar at the scaling point (j = 4),
-    # one 10 bits below (j = 14); kept 60 bits: losses -6 and 4 -> mean -1 (a bit to spare)
-    assert mean_loss(mom, 60) == -1.0 and mean_loss(mom, 64) == -5.0
+    """Signed loss j + 52 - g, mean over nonzero scalars, j = d + 2 - a (module docstring)."""
+    assert LOSS_ALLOWANCE_BITS == 2  # the numbers below are worked out for it
+    mom = np.array([2, 4 + 14])  # two scalars with bins j = 4 and j = 14 (mean 9); kept 60
+    # bits: losses -4 and 6 -> mean 1 (a bit lost on average)
+    assert mean_loss(mom, 60) == 1.0 and mean_loss(mom, 64) == -3.0
     assert mean_loss(np.zeros(2, dtype=np.int64), 3) == 0.0
-    assert bits_needed(mom, 0.0, 154) == 59 and bits_needed(mom, 2.0, 154) == 57
-    assert bits_needed(mom, 0.0, 58) is None
-    assert bits_needed(np.array([3, 10]), 0.0, 154) == 54  # mean j 3.33: ceil(53.33)
-    plan = choose_plan(mom, mom, 0.0)  # needs 118 bits: gamma(16) = 124 is the first
+    assert bits_needed(mom, 0.0, 154) == 61 and bits_needed(mom, 2.0, 154) == 59
+    assert bits_needed(mom, 0.0, 60) is None
+    assert bits_needed(np.array([3, 10]), 0.0, 154) == 56  # mean j 3.33: ceil(55.33)
+    plan = choose_plan(mom, mom, 0.0)  # needs 122 bits: gamma(16) = 124 is the first
     assert plan.num_moduli == 16 and (plan.bits_a, plan.bits_b) == (62, 62)
-    assert kept_bits(15) < 118 <= kept_bits(16)
-    assert plan.mean_loss_a == plan.mean_loss_b == -3.0
+    assert kept_bits(15) < 122 <= kept_bits(16)
+    assert plan.mean_loss_a == plan.mean_loss_b == -1.0
     assert fixed_plan(16).bits_a + fixed_plan(16).bits_b == kept_bits(16)
-    # the allowance: min(4, floor(log2(nnz) / 2)) bits
+    # the allowance: min(2, floor(log2(nnz) / 2)) bits
     assert loss_allowance(np.array([1, 3, 4, 15, 16, 255, 256, 10**6])).tolist() == [
-        0, 0, 1, 1, 2, 3, 4, 4]
+        0, 0, 1, 1, 2, 2, 2, 2]
 
 
 def test_loss_moments_by_hand():
-    """A row with one nonzero gets no allowance (its products are single terms); dense rows 4."""
+    """A row with one nonzero gets no allowance (its products are single terms); dense rows 2."""
     x = np.zeros((3, 300), dtype=np.complex128)
-    x[0, 5] = 1.5  # f = 1 (||x|| < 2), d = 1 - 0 - 1 = 0, a = 0 -> j = 4
-    x[1] = 1.0 + 1.0j  # 600 equal scalars: ||x|| = sqrt(600) < 2**5, d = 4, a = 4 -> j = 4
-    x[2, :4] = [0.75j, -3e-300, 2.0**-1070, 0]  # f = 0; j = 4 - 0 + 0 (0.75: 2**-1 <= x < 1)
-    # a = min(4, floor(log2(3) / 2)) = 0; -3e-300: floor(log2) = -995 -> d = 994, j = 998;
-    # the subnormal 2**-1070: d = 1069, j = 1073
+    x[0, 5] = 1.5  # f = 1 (||x|| < 2), d = 1 - 0 - 1 = 0, a = 0 -> j = 2
+    x[1] = 1.0 + 1.0j  # 600 equal scalars: ||x|| = sqrt(600) < 2**5, d = 4, a = 2 -> j = 4
+    x[2, :4] = [0.75j, -3e-300, 2.0**-1070, 0]  # f = 0; j = 0 + 2 - 0 (0.75: 2**-1 <= x < 1)
+    # a = min(2, floor(log2(3) / 2)) = 0; -3e-300: floor(log2) = -995 -> d = 994, j = 996;
+    # the subnormal 2**-1070: d = 1069, j = 1071
     f, mom = analyse_rows(x)
     assert f.tolist() == [1, 5, 0]
-    assert mom.tolist() == [604, 601 * 4 + 4 + 998 + 1073]
+    assert mom.tolist() == [604, 2 + 600 * 4 + 2 + 996 + 1071]
     for rows in (1, 2):  # blockwise: the same integers
         assert analyse_rows(x, rows)[1].tolist() == mom.tolist()
 
@@ -257,11 +259,11 @@ def test_loss_moments_match_a_direct_count():
         vals = vals[vals != 0]
         if vals.size == 0:
             continue
-        a = min(4, int(np.log2(vals.size)) // 2)
+        a = min(LOSS_ALLOWANCE_BITS, int(np.log2(vals.size)) // 2)
         d = int(f[r]) - np.floor(np.log2(np.abs(vals))).astype(np.int64) - 1
         assert (d >= 0).all()
         count += vals.size
-        total += int((d + 4 - a).sum())
+        total += int((d + LOSS_ALLOWANCE_BITS - a).sum())
     assert mom.tolist() == [count, total]
 
 

@@ -88,7 +88,7 @@ per-scalar, mean-over-nonzeros form:
 * An FP64 dot product of ``n`` terms does not deliver 53 bits either: its error grows like
   ``sqrt(n) u`` (Higham and Mary, SIAM J. Sci. Comput. 41(5), 2019) and measured native ZGEMMs
   (OpenBLAS, cuBLAS) on Ozaki's inputs sit ``2**5``-``2**6.5`` above ``u``. The loss is counted
-  against that: ``a = min(4, floor(log2(nnz) / 2))`` bits are allowed per scalar, ``nnz`` being
+  against that: ``a = min(2, floor(log2(nnz) / 2))`` bits are allowed per scalar, ``nnz`` being
   the number of nonzero real scalars of its row (a row with one nonzero gets no allowance: its
   products are single terms, which FP64 rounds once).
 * ``loss(x) = d + 1 + 53 - a - g`` is **signed**: scalars near the row norm, which carry the
@@ -96,15 +96,20 @@ per-scalar, mean-over-nonzeros form:
   over the nonzero scalars of each operand must be ``<= T``.
 
 So ``T = 0`` asks that on average a scalar keeps as many bits as an FP64 GEMM resolves; the
-row's spread of magnitudes still decides (heavy-tailed phi = 4 rows need ~10 bits more than
-phi = 0.1 rows). The allowance is calibrated, not derived: on Ozaki's inputs (k = 96..16384,
-phi = 0.1..4, 40 x 40 outputs, two seeds, against double-double) an allowance of 5 bits left
-``T = 0`` 10% above native ZGEMM's error in one case (k = 16384, phi = 0.5), 4 bits in none
-(``benchmarks/RESULTS.md``, section 3). ``int8-crt-auto``
+row's spread of magnitudes still decides (heavy-tailed phi = 4 rows need ~15 bits more than
+phi = 0.1 rows). The allowance is calibrated, not derived
+(``benchmarks/accuracy/crt_T0_calibration.py``): on Ozaki's inputs with k = 96..16384,
+phi = 0.1..4, three seeds each, 40 x 40 outputs against double-double, T = 0 with an allowance of
+2 bits stays at most 0.49x native ZGEMM's max relative error (OpenBLAS 0.3.31, AMD EPYC), while
+3 bits reach 1.96x and 4 bits 2.89x (k = 4096 and 16384 at phi = 0.1, and k = 256 at phi = 4, keep
+58 bits where about 60 are needed). Scheme II's relative error grows like ``sqrt(k)`` (its grid
+is set by the row norm, ``sqrt(2k)`` above a typical entry) while a blocked FP64 GEMM's hardly
+grows, which is why the allowance cannot follow ``sqrt(n)`` further (``benchmarks/RESULTS.md``,
+section 3.2). ``int8-crt-auto``
 computes the fewest bits ``gA*``, ``gB*`` whose means are ``<= T`` and picks the fewest ``N`` in
 2..20 with ``gamma(N) >= gA* + gB*``; the surplus bits are shared evenly (A gets the odd one).
 If even ``N = 20`` is short it falls back to native ZGEMM. Each scalar gets the bin
-``j = d + 4 - a`` (:data:`LOSS_ALLOWANCE_BITS` ``= 4``), so that ``loss = j + 50 - g``; the loss
+``j = d + 2 - a`` (:data:`LOSS_ALLOWANCE_BITS` ``= 2``), so that ``loss = j + 52 - g``; the loss
 being linear in ``j`` (and ``j`` never clamped), :func:`analyse_rows` only counts the nonzero
 scalars and sums their bins (the *loss moments*), where INT8-AUTO's clamped loss needs a histogram.
 Fixed ``int8-crt{N}`` splits ``gamma(N)`` evenly (``gA = ceil(gamma/2)``).
@@ -174,7 +179,7 @@ PIECE_BITS = 52
 #: Fraction bits of the rounded-up magnitudes in the norm bound (``2k * 4**13 <= 2**53``).
 NORM_FRAC_BITS = 13
 #: Most bits of FP64's own accumulation error a scalar is allowed (module docstring, loss).
-LOSS_ALLOWANCE_BITS = 4
+LOSS_ALLOWANCE_BITS = 2
 
 
 def _check_moduli() -> None:
@@ -299,11 +304,11 @@ def analyse_rows(x, block_rows: int | None = None, *, moments: bool = True):
     Returns:
         ``(f, mom)``: :func:`norm_exponents` and the loss moments, ``(2,)`` int64
         ``[count, sum_j]``: the number of nonzero real scalars and the sum of their bins
-        ``j = d + 4 - a`` (``d = f - floor(log2|x|) - 1``, ``a`` = :func:`loss_allowance` of the
+        ``j = d + 2 - a`` (``d = f - floor(log2|x|) - 1``, ``a`` = :func:`loss_allowance` of the
         row; module docstring); ``None`` without ``moments``. The signed loss is linear in
         ``j`` and ``0 <= j <= 2115`` for every finite scalar (``f <= 1038``,
         ``floor(log2|x|) >= -1074``), so these two integers are all that :func:`mean_loss`
-        needs: ``sum_j = sum_rows nnz (f + 4 - a) - sum_scalars (floor(log2|x|) + 1)``, which
+        needs: ``sum_j = sum_rows nnz (f + 2 - a) - sum_scalars (floor(log2|x|) + 1)``, which
         the GPU computes in the two passes that find ``e`` and ``f``.
 
     Raises:
@@ -329,17 +334,17 @@ def analyse_rows(x, block_rows: int | None = None, *, moments: bool = True):
 
 
 def loss_allowance(nnz, xp: ModuleType = np):
-    """``a = min(4, floor(log2(nnz) / 2))``: bits of FP64's accumulation error allowed per scalar
+    """``a = min(2, floor(log2(nnz) / 2))``: bits of FP64's accumulation error allowed per scalar
     of a row with ``nnz >= 1`` nonzero real scalars (module docstring); int32 array."""
     _, bl = xp.frexp(xp.maximum(xp.asarray(nnz), 1).astype(xp.float64))  # bit length
     return xp.minimum(LOSS_ALLOWANCE_BITS, (bl - 1) // 2).astype(xp.int32)
 
 
-_LOSS_OFFSET = 1 + SIGNIFICAND_BITS - LOSS_ALLOWANCE_BITS  # loss = j + 50 - g
+_LOSS_OFFSET = 1 + SIGNIFICAND_BITS - LOSS_ALLOWANCE_BITS  # loss = j + 52 - g
 
 
 def mean_loss(mom, kept: int) -> float:
-    """Mean mantissa loss in bits, ``j + 50 - kept`` (signed; module docstring), over the nonzero
+    """Mean mantissa loss in bits, ``j + 52 - kept`` (signed; module docstring), over the nonzero
     scalars counted in ``mom`` (:func:`analyse_rows`'s ``[count, sum_j]``). Negative: bits to
     spare on average.
 
