@@ -15,6 +15,8 @@ whole ``zgemm`` call, both operands' analysis and residues included):
 - per-stage breakdown (CUDA events: analyse / residues A / residues B / INT8 GEMMs / reduce /
   CRT) of one scheme II run per square shape.
 - state-vector GEMMs: a Haar ``2**d x 2**d`` gate times a Gaussian ``2**d x 2**(N-d)`` state.
+- ``--fused 0,1`` runs every scheme II row with the cuBLAS products + ``crt_reduce`` and with the
+  fused products of ``ozsim.gemm._crt_wgmma`` (``OZSIM_CRT_FUSED``), labelled ``+f``.
 - brickwork circuits (``ozsim.gates.brickwork``, depth 4, fusion off: one GEMM per gate) through
   ``Simulator``: wall time of the second run of the circuit (the first compiles kernels and
   tunes cuBLASLt for its shapes) and the relative error of Re<0|psi> against the zgemm run.
@@ -36,11 +38,21 @@ from gemm_bench import _cupy as _cp  # noqa: E402  (benchmarks/ is on sys.path a
 from gemm_bench import square_inputs, state_inputs, timed  # noqa: E402
 
 
+#: ``--fused`` modes: scheme II rows are run once per mode (``OZSIM_CRT_FUSED``); a row of the
+#: fused products (``ozsim.gemm._crt_wgmma``) is labelled with a trailing ``+f``.
+FUSED_MODES = ["0"]
+
+
 def _backends(ts, fixed):
-    out = [("zgemm", None)]
-    out += [("int8-crt-auto", t) for t in ts]
-    out += [(f"int8-crt{n}", None) for n in fixed]
+    out = [("zgemm", None, "0")]
+    for mode in FUSED_MODES:
+        out += [("int8-crt-auto", t, mode) for t in ts]
+        out += [(f"int8-crt{n}", None, mode) for n in fixed]
     return out
+
+
+def _label(backend, T, mode):
+    return backend + ("" if T is None else f" T={T:g}") + ("+f" if mode == "1" else "")
 
 
 def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):
@@ -59,8 +71,9 @@ def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):
     t_ref = time.perf_counter() - t0
     out = cp.empty((m, n), dtype=cp.complex128)
     result, base = [], None
-    for backend, T in backends:
+    for backend, T, mode in backends:
         info = {}
+        os.environ["OZSIM_CRT_FUSED"] = mode
 
         def run(backend=backend, T=T, info=info):
             _, gi = zgemm(a, b, backend=backend, T=1.0 if T is None else T, out=out,
@@ -71,7 +84,7 @@ def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):
         gi = info["gi"]
         err = max_relative_error(out[cp.asarray(rows_i)][:, cp.asarray(cols_i)].get(), ref)
         base = t if backend == "zgemm" else base
-        row = {"shape": label, "m": m, "k": k, "n": n, "backend": backend, "T": T,
+        row = {"shape": label, "m": m, "k": k, "n": n, "backend": backend, "T": T, "fused": mode,
                "ms": 1e3 * t, "tflops": flops / t / 1e12, "speedup": base / t,
                "moduli": gi.num_moduli, "kept_bits": gi.kept_bits, "fallback": gi.fallback,
                "mean_loss": [gi.mean_loss_a, gi.mean_loss_b], "max_rel_err": err}
@@ -81,11 +94,12 @@ def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):
         print(_fmt(row), flush=True)
     if stages_backend:
         backend, T = stages_backend
+        os.environ["OZSIM_CRT_FUSED"] = FUSED_MODES[-1]
         with _cuda.profile_stages() as st:
             _, gi = zgemm(a, b, backend=backend, T=1.0 if T is None else T, out=out,
                           return_info=True)
         cp.cuda.Device().synchronize()
-        row = {"shape": label, "stages_of": backend if T is None else f"{backend} T={T:g}",
+        row = {"shape": label, "stages_of": _label(backend, T, FUSED_MODES[-1]),
                "moduli": gi.num_moduli, "stages_ms": dict(st)}
         result.append(row)
         print(f"  stages {row['stages_of']} (N={gi.num_moduli}): "
@@ -96,7 +110,7 @@ def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):
 
 
 def _fmt(r):
-    name = r["backend"] + ("" if r["T"] is None else f" T={r['T']:g}")
+    name = _label(r["backend"], r["T"], r["fused"])
     n = "fb" if r["fallback"] else (r["moduli"] or "-")
     return (f"{r['shape']:>22} {name:>18} N={n!s:>2} {r['ms']:10.2f} ms {r['tflops']:8.2f} "
             f"TFLOP/s  x{r['speedup']:5.2f}  err {r['max_rel_err']:.2e}")
@@ -110,7 +124,8 @@ def bench_circuits(num_qubits, ds, depth, ts, fixed):
     for d in ds:
         circ = brickwork(num_qubits, depth, gate_qubits=d, seed=100 + d)
         ref_amp, base = None, None
-        for backend, T in _backends(ts, fixed):
+        for backend, T, mode in _backends(ts, fixed):
+            os.environ["OZSIM_CRT_FUSED"] = mode
             sim = Simulator(backend=backend, T=1.0 if T is None else T, device="gpu",
                             max_fused_qubits=0)
             sim.run(circ)  # warm-up on the same shapes: kernels compiled, cuBLASLt tuned
@@ -121,10 +136,11 @@ def bench_circuits(num_qubits, ds, depth, ts, fixed):
                 ref_amp, base = amp, md["wall_time_s"]
             rel = abs(amp.real - ref_amp.real) / abs(ref_amp.real) if ref_amp.real else 0.0
             row = {"N": num_qubits, "d": d, "gates": md["num_gates"], "backend": backend,
-                   "T": T, "seconds": md["wall_time_s"], "speedup": base / md["wall_time_s"],
+                   "T": T, "fused": mode, "seconds": md["wall_time_s"],
+                   "speedup": base / md["wall_time_s"],
                    "fallbacks": md["fallbacks"], "rel_err_re0_vs_zgemm": rel}
             rows.append(row)
-            name = backend + ("" if T is None else f" T={T:g}")
+            name = _label(backend, T, mode)
             print(f"  circuit N={num_qubits} d={d:2d} {name:>18}: {md['wall_time_s']:8.3f} s "
                   f"x{row['speedup']:5.2f} fallbacks {md['fallbacks']} "
                   f"relerr(Re<0|psi>) {rel:.1e}", flush=True)
@@ -147,8 +163,11 @@ def main(argv=None) -> int:
     p.add_argument("--phi", default="1", help="phi of the square inputs, comma-separated")
     p.add_argument("--stages", default="", help="backend whose stages to time per square shape "
                    "(default: int8-crt{last --fixed}); 'auto0' = int8-crt-auto T=0")
+    p.add_argument("--fused", default="0", help="OZSIM_CRT_FUSED modes for the scheme II rows, "
+                   "comma-separated: 0 (cuBLAS products + reduce), 1 (fused wgmma kernel)")
     p.add_argument("--json", default="benchmarks/results/crt_bench.json")
     args = p.parse_args(argv)
+    FUSED_MODES[:] = [x for x in args.fused.split(",") if x]
     cp = _cp()
     props = cp.cuda.runtime.getDeviceProperties(0)
     gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]

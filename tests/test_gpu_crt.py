@@ -166,3 +166,64 @@ def test_loss_moments_of_prepared_operand_match():
     mg = PreparedCRTOperand(cp.asarray(a)).loss_moments
     assert mc.tolist() == mg.tolist()
     assert np.array_equal(ozaki1.row_exponents(a), _cuda.analyse(cp.asarray(a), False)[0].get())
+
+
+# -- the fused products (ozsim.gemm._crt_wgmma, opt-in: OZSIM_CRT_FUSED=1) ----------------------
+def _fused_or_skip():
+    from ozsim.gemm import _crt_wgmma
+
+    if not _crt_wgmma.available():
+        why = _crt_wgmma._state.get("error") or "compute capability 9.0 (H100/H200) needed"
+        pytest.skip(f"fused scheme II kernel unavailable: {why}")
+    return _crt_wgmma
+
+
+@pytest.mark.parametrize("m, k, n", SHAPES + [(300, 1000, 700), (256, 256, 1000)])
+@pytest.mark.parametrize("num_moduli", [2, 16, 20])
+def test_fused_products_bitwise_equal_to_cpu(m, k, n, num_moduli, monkeypatch):
+    """Partial tiles (m, n not multiples of 128/256), k < BK, k > 8192, all moduli counts."""
+    _fused_or_skip()
+    monkeypatch.setenv("OZSIM_CRT_FUSED", "1")
+    a, b = _pair(7, m, k, n, 1.0)
+    backend = f"int8-crt{num_moduli}"
+    ref = zgemm(a, b, backend=backend)
+    got = zgemm(cp.asarray(a), cp.asarray(b), backend=backend)
+    assert _cuda_crt.last_stats["fused"]
+    assert np.array_equal(got.get(), ref)
+
+
+def test_fused_blocking_and_auto(monkeypatch):
+    """Several column blocks through one prepared operand, and int8-crt-auto, fused = CPU."""
+    _fused_or_skip()
+    monkeypatch.setenv("OZSIM_CRT_FUSED", "1")
+    a, b = _pair(8, 130, 200, 3000, 2.0)
+    ref = zgemm(a, b, backend="int8-crt15")
+    got = zgemm(PreparedCRTOperand(cp.asarray(a)), cp.asarray(b), backend="int8-crt15",
+                workspace_bytes=2_000_000)
+    assert _cuda_crt.last_stats["fused"] and _cuda_crt.last_stats["blocks"] > 1
+    assert np.array_equal(got.get(), ref)
+    ref, info_c = zgemm(a, b, backend="int8-crt-auto", T=0.0, return_info=True)
+    got, info_g = zgemm(cp.asarray(a), cp.asarray(b), backend="int8-crt-auto", T=0.0,
+                        return_info=True)
+    assert info_g == info_c and not info_c.fallback
+    assert np.array_equal(got.get(), ref)
+
+
+def test_fused_extreme_products():
+    """Every residue -128 with k = 65536: |T1| = |T3| = 2**30 and |T2| up to 2**30, for all 20
+    moduli (256 down to 173), against Python integers."""
+    wg = _fused_or_skip()
+    moduli = crt_constants(20).moduli
+    N, m, n, k = 20, 5, 40, 65536
+    a_res = cp.full((N, 3, 8, k), -128, dtype=cp.int8)
+    b_res = cp.full((N, 3, n, k), -128, dtype=cp.int8)
+    b_res[:, 1, ::2] = 127  # Bi: 127 on even columns
+    u = cp.zeros((N, 2, m, 48), dtype=cp.uint8)
+    wg.gemm_mod(a_res, b_res, cp.asarray(wg.modulus_table(moduli)), u, m, 48)
+    got = u.get()[:, :, :, :n].astype(np.int64)
+    bi = np.where(np.arange(n) % 2 == 0, 127, -128)
+    t1 = k * 128 * 128
+    t2 = k * -128 * bi
+    for i, p in enumerate(moduli):
+        assert np.array_equal(got[i, 0], np.broadcast_to((t1 - t2) % p, (m, n))), p
+        assert np.array_equal(got[i, 1], np.broadcast_to((t1 - t1 - t2) % p, (m, n))), p

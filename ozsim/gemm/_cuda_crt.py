@@ -38,8 +38,10 @@ crt           ``crt_finish`` (compiled per N): reads the ``2 N`` UINT8 residues 
 ============  ===================================================================================
 
 What still reaches HBM and need not: the INT32 planes (12 bytes per output per modulus, written by
-cuBLAS and read back by ``crt_reduce``). Removing them needs the reduction as the INT8 GEMM's
-epilogue (CUTLASS or an own IMMA kernel); see ``benchmarks/RESULTS.md``, section 3.
+cuBLAS and read back by ``crt_reduce``). :mod:`ozsim.gemm._crt_wgmma` removes them (the three
+products of a modulus and the reduction in one Hopper ``wgmma`` kernel, 2 bytes per output and
+modulus); it is opt-in (``OZSIM_CRT_FUSED=1``, :func:`_fused_wanted`) until it has been run and
+timed on hardware (``benchmarks/RESULTS.md``, section 3.2).
 
 Small integers are rounded and converted with FP64 exponent tricks (``rint_small``,
 ``int_small``, ``__hiloint2double``) instead of the conversion unit, which runs at a quarter of
@@ -51,6 +53,9 @@ References:
 """
 
 from __future__ import annotations
+
+import os
+import warnings
 
 import cupy as cp
 import numpy as np
@@ -611,7 +616,7 @@ def analyse(x, moments: bool = True):
     """
     rows, k = x.shape
     f = cp.zeros(rows, dtype=cp.int32)
-    acc = cp.zeros(4, dtype=cp.uint64)  # count, sum nnz (f + 4 - a), sum of exponents, flag
+    acc = cp.zeros(4, dtype=cp.uint64)  # count, sum nnz (f + ALLOW - a), sum of exponents, flag
     if rows and k:
         sr, sc = _cuda._strides(x)
         rowfast = abs(sr) <= abs(sc)
@@ -763,6 +768,49 @@ def default_workspace_bytes(prep, plan) -> int:
     return _cuda.default_workspace_bytes(reserve, WORKSPACE_CAP)
 
 
+def _fused_wanted() -> bool:
+    """Whether :func:`int8_crt_zgemm_gpu` runs the INT8 products with the reduction mod p fused
+    (:mod:`ozsim.gemm._crt_wgmma`) instead of cuBLAS INT32 planes and ``crt_reduce``.
+
+    Opt-in while it awaits its first run on hardware: ``OZSIM_CRT_FUSED=1`` turns it on where
+    the GPU has it (compute capability 9.0); the results are the same integers either way.
+    ``benchmarks/crt_fused_probe.py`` checks and times it against the cuBLAS path.
+    """
+    if os.environ.get("OZSIM_CRT_FUSED", "0") != "1":
+        return False
+    wg = _crt_wgmma_module()
+    if wg.available():
+        return True
+    if not wg._state.get("warned"):  # asked for, not there: say so once, then the cuBLAS path
+        wg._state["warned"] = True
+        warnings.warn(f"OZSIM_CRT_FUSED=1, but the fused scheme II kernel is unavailable "
+                      f"({wg._state.get('error')}): cuBLAS products are used (same results)",
+                      RuntimeWarning, stacklevel=3)
+    return False
+
+
+def _crt_wgmma_module():
+    from . import _crt_wgmma
+
+    return _crt_wgmma
+
+
+def _pad16(x: int) -> int:
+    return -(-x // 16) * 16
+
+
+_pm_cache: dict = {}
+
+
+def _modulus_table_gpu(num_moduli: int):
+    key = (num_moduli, cp.cuda.Device().id)
+    t = _pm_cache.get(key)
+    if t is None:
+        t = _pm_cache[key] = cp.asarray(
+            _crt_wgmma_module().modulus_table(crt_constants(num_moduli).moduli))
+    return t
+
+
 def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_bytes: int):
     """``C = A @ B`` by Ozaki scheme II on the GPU; see :func:`ozsim.gemm.ozaki2.int8_crt_zgemm`.
 
@@ -772,8 +820,8 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         plan: :class:`~ozsim.gemm.ozaki2.CRTPlan`.
         b_exponents (cupy.ndarray): ``(n,)`` int32 norm exponents of B's columns, or ``None``.
         out (cupy.ndarray): ``(m, n)`` complex128 (any strides, not overlapping ``b``).
-        workspace_bytes: bound on B's residues, one modulus' INT32 planes and the UINT8
-            residues of one column block.
+        workspace_bytes: bound on B's residues, one modulus' INT32 planes (none with the fused
+            products of :mod:`ozsim.gemm._crt_wgmma`) and the UINT8 residues of one column block.
 
     Returns:
         ``out``.
@@ -788,28 +836,33 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         out = cp.empty((m, n), dtype=cp.complex128)
     if m == 0 or n == 0:
         return out
-    kpad = _cuda.padded_k(k)
+    fused = _fused_wanted()
+    kpad = _pad16(k) if fused else _cuda.padded_k(k)  # TMA rows: multiples of 16 bytes
     mp = _pad4(m)
-    per_col = 3 * N * kpad + 12 * mp + 2 * N * m + 16  # B residues, INT32 planes, UINT8 u
+    # B residues, INT32 planes (not with the fused products), UINT8 u
+    per_col = 3 * N * kpad + (0 if fused else 12 * mp) + 2 * N * m + 16
     nb = max(4, min(_pad4(n), int(workspace_bytes) // per_col // 4 * 4))
+    if fused:  # TMA row coordinates (l 3 + t) nbp + j are int32
+        nb = min(nb, (2**31 - 2**20) // (3 * N) // 16 * 16)
     nb = min(nb, n)
     nbp = _pad4(nb)
     a_res = prepared_residues(prep, ga, N, kpad, plan.rounding)
     b_res = cp.empty((N, 3, nbp, kpad), dtype=cp.int8)
-    planes = cp.empty((3, mp, nbp), dtype=cp.int32)
-    u = cp.empty((N, 2, m, nbp), dtype=cp.uint8)
+    planes = None if fused else cp.empty((3, mp, nbp), dtype=cp.int32)
+    ldu = _pad16(nb) if fused else nbp
+    u = cp.empty((N, 2, m, ldu), dtype=cp.uint8)
     const = crt_constants(N)
     cst = _crt_constants_gpu(N)
     so_r, so_c = _cuda._strides(out)
     last_stats = {"m": m, "k": k, "n": n, "num_moduli": N, "bits": (ga, gb), "kpad": kpad,
-                  "block_columns": nb, "blocks": -(-n // nb),
+                  "block_columns": nb, "blocks": -(-n // nb), "fused": fused,
                   "a_residue_bytes": int(a_res.nbytes),
-                  "workspace_bytes": int(b_res.nbytes + planes.nbytes + u.nbytes)}
+                  "workspace_bytes": int(b_res.nbytes + u.nbytes
+                                         + (0 if planes is None else planes.nbytes))}
     handle = cp.cuda.device.get_cublas_handle()
     _cuda.cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
     _cuda.cublas.setPointerMode(handle, _cuda._POINTER_MODE_HOST)
-    reduce_k, finish_k = _kernel("crt_reduce"), _kernel("crt_finish", num_moduli=N)
-    magic = [np.uint32((1 << 39) // p + 1) for p in const.moduli]  # crt_reduce's M
+    finish_k = _kernel("crt_finish", num_moduli=N)
     for j0 in range(0, n, nb):
         nbj = min(n, j0 + nb) - j0
         nbpj = _pad4(nbj)
@@ -818,24 +871,42 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
             residues_gpu(b[:, j0 : j0 + nbj].T, b_exponents[j0 : j0 + nbj], gb, N,
                          weighted=False, kpad=kpad, rows_alloc=nbpj, rounding=plan.rounding,
                          out=bres)
-        uj = u.ravel()[: N * 2 * m * nbpj].reshape(N, 2, m, nbpj)
-        pl = planes.ravel()[: 3 * mp * nbpj]
-        for i, p in enumerate(const.moduli):
+        ld = _pad16(nbj) if fused else nbpj
+        uj = u.ravel()[: N * 2 * m * ld].reshape(N, 2, m, ld)
+        if fused:
             with _cuda._stage("gemm"):
-                for t in range(3):
-                    a_ptr = a_res[i, t].data.ptr
-                    b_ptr = bres[i, t].data.ptr
-                    c_ptr = pl.data.ptr + 4 * t * mp * nbpj
-                    _cuda.gemm_tn_long(handle, nbpj, mp, kpad, b_ptr, kpad, a_ptr, kpad,
-                                       c_ptr, nbpj)
-            with _cuda._stage("reduce"):
-                reduce_k((_grid1(m * nbpj // 4),), (_THREADS,),
-                         (pl, np.int64(m), np.int64(nbpj), np.int64(mp * nbpj), np.int32(p),
-                          magic[i], uj[i]))
-        with _cuda._stage("crt"):
-            for i0 in range(0, m, 65535):  # grid y: rows
-                finish_k((-(-nbj // _THREADS), min(m - i0, 65535)), (_THREADS,),
-                         (uj, np.int64(m), np.int64(nbj), np.int64(nbpj), cst,
-                          prep.norm_exponents, b_exponents[j0 : j0 + nbj], np.int32(ga + gb),
-                          out[:, j0 : j0 + nbj], np.int64(so_r), np.int64(so_c), np.int64(i0)))
+                _crt_wgmma_module().gemm_mod(a_res, bres, _modulus_table_gpu(N), uj, m, ld)
+        else:
+            _products_cublas(handle, a_res, bres, planes, uj, const.moduli, m, kpad)
+        _finish(finish_k, uj, m, nbj, ld, cst, prep, b_exponents[j0 : j0 + nbj], ga + gb,
+                out[:, j0 : j0 + nbj], so_r, so_c)
     return out
+
+
+def _products_cublas(handle, a_res, bres, planes, u, moduli, m, kpad):
+    """``u[l] = [(T1 - T2) mod p_l, (T3 - T1 - T2) mod p_l]`` per modulus: three cuBLAS INT8
+    GEMMs into the INT32 ``planes`` (``T1 = Ar Br``, ``T2 = Ai Bi``, ``T3 = As Bs``), then
+    ``crt_reduce``. ``a_res`` ``(N, 3, mp, kpad)``, ``bres`` ``(N, 3, nbp, kpad)``, ``u``
+    ``(N, 2, m, nbp)``."""
+    mp, nbp = a_res.shape[2], bres.shape[2]
+    pl = planes.ravel()[: 3 * mp * nbp]
+    reduce_k = _kernel("crt_reduce")
+    for i, p in enumerate(moduli):
+        with _cuda._stage("gemm"):
+            for t in range(3):
+                _cuda.gemm_tn_long(handle, nbp, mp, kpad, bres[i, t].data.ptr, kpad,
+                                   a_res[i, t].data.ptr, kpad,
+                                   pl.data.ptr + 4 * t * mp * nbp, nbp)
+        with _cuda._stage("reduce"):
+            reduce_k((_grid1(m * nbp // 4),), (_THREADS,),
+                     (pl, np.int64(m), np.int64(nbp), np.int64(mp * nbp), np.int32(p),
+                      np.uint32((1 << 39) // p + 1), u[i]))
+
+
+def _finish(finish_k, u, m, nbj, ld, cst, prep, fb, gsum, out, so_r, so_c):
+    """``crt_finish`` over the ``(N, 2, m, ld)`` residues of one column block into ``out``."""
+    with _cuda._stage("crt"):
+        for i0 in range(0, m, 65535):  # grid y: rows
+            finish_k((-(-nbj // _THREADS), min(m - i0, 65535)), (_THREADS,),
+                     (u, np.int64(m), np.int64(nbj), np.int64(ld), cst, prep.norm_exponents,
+                      fb, np.int32(gsum), out, np.int64(so_r), np.int64(so_c), np.int64(i0)))

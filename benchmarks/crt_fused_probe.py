@@ -1,0 +1,191 @@
+"""Scheme II's fused INT8 products (``ozsim.gemm._crt_wgmma``) against cuBLAS + ``crt_reduce``.
+
+Run from the repository root on an H100/H200 with CuPy::
+
+    PYTHONPATH=. python3 benchmarks/crt_fused_probe.py --json benchmarks/results/crt_fused_h100.json
+
+1. Correctness: ``gemm_mod`` on random INT8 residues (and extreme ones: every entry -128 with
+   k = 65536, so that ``|T| = 2**30``) against exact FP64 products reduced mod p on the host
+   side of the GPU (``cupy.matmul`` in float64 is exact here: ``k 2**14 < 2**53``); NaN never
+   enters (integers). Shapes cover partial tiles, k not a multiple of 128, k > 8192.
+2. Timing (CUDA events, median of ``--reps`` after a warm-up): for all N moduli of one GEMM,
+   the fused kernel against the cuBLAS path (3 INT8 GEMMs per modulus through
+   ``_cuda.gemm_tn_long`` + ``crt_reduce``), on square and state-vector shapes; effective
+   rate = ``3 N 2 m n kpad`` integer operations per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from gemm_bench import timed  # noqa: E402
+
+
+def _cp():
+    import cupy as cp
+
+    return cp
+
+
+_FILL = None
+
+
+def random_int8(shape, seed):
+    """INT8 array of ``shape`` filled from a hash of the index (no 64-bit temporaries)."""
+    global _FILL
+    cp = _cp()
+    if _FILL is None:
+        _FILL = cp.ElementwiseKernel(
+            "uint64 seed", "int8 y",
+            "unsigned long long h = ((unsigned long long)i + seed) * 0x9E3779B97F4A7C15ull;"
+            "h ^= h >> 29; h *= 0xBF58476D1CE4E5B9ull; h ^= h >> 32;"
+            "y = (signed char)(h & 0xffull);", "ozsim_fill_int8")
+    out = cp.empty(shape, dtype=cp.int8)
+    _FILL(np.uint64(seed), out)
+    return out
+
+
+def reference_u(a_res, b_res, moduli, m, ncols):
+    """``(N, 2, m, ncols)`` uint8 from exact FP64 products (cuBLAS DGEMM, integers < 2**53)."""
+    cp = _cp()
+    N = len(moduli)
+    out = cp.empty((N, 2, m, ncols), dtype=cp.uint8)
+    for i, p in enumerate(moduli):
+        t = [cp.matmul(a_res[i, j, :m].astype(cp.float64), b_res[i, j, :ncols].astype(cp.float64).T)
+             for j in range(3)]
+        out[i, 0] = cp.mod(t[0] - t[1], p).astype(cp.uint8)
+        out[i, 1] = cp.mod(t[2] - t[0] - t[1], p).astype(cp.uint8)
+    return out
+
+
+def check(m, k, n, N, seed, extreme=False):
+    cp = _cp()
+    from ozsim.gemm import _crt_wgmma
+    from ozsim.gemm.ozaki2 import crt_constants
+
+    moduli = crt_constants(N).moduli
+    kpad = -(-k // 16) * 16
+    mpa, nbp = -(-m // 4) * 4, -(-n // 4) * 4
+    if extreme:
+        a_res = cp.full((N, 3, mpa, kpad), -128, dtype=cp.int8)
+        b_res = cp.full((N, 3, nbp, kpad), -128, dtype=cp.int8)
+        b_res[:, 1, ::2] = 127
+    else:
+        a_res = random_int8((N, 3, mpa, kpad), 2 * seed)
+        b_res = random_int8((N, 3, nbp, kpad), 2 * seed + 1)
+    a_res[:, :, :, k:] = 0
+    b_res[:, :, :, k:] = 0
+    ld = -(-n // 16) * 16
+    u = cp.full((N, 2, m, ld), 255, dtype=cp.uint8)
+    pm = cp.asarray(_crt_wgmma.modulus_table(moduli))
+    _crt_wgmma.gemm_mod(a_res, b_res, pm, u, m, ld)
+    cp.cuda.Device().synchronize()
+    ref = reference_u(a_res, b_res, moduli, m, n)
+    got = u[:, :, :, :n]
+    bad = int((got != ref).sum())
+    print(f"  check m={m} k={k} n={n} N={N}{' extreme' if extreme else ''}: "
+          f"{'OK' if bad == 0 else f'{bad} WRONG of {ref.size}'}", flush=True)
+    return bad == 0
+
+
+def time_both(label, m, k, n, N, reps):
+    cp = _cp()
+    from ozsim.gemm import _crt_wgmma, _cuda, _cuda_crt
+    from ozsim.gemm.ozaki2 import crt_constants
+
+    moduli = crt_constants(N).moduli
+    kpad = -(-k // 16) * 16
+    mpa, nbp = -(-m // 4) * 4, -(-n // 4) * 4
+    a_res = random_int8((N, 3, mpa, kpad), 11)
+    b_res = random_int8((N, 3, nbp, kpad), 12)
+    ld = -(-n // 16) * 16
+    u1 = cp.empty((N, 2, m, ld), dtype=cp.uint8)
+    u2 = cp.empty((N, 2, m, nbp), dtype=cp.uint8)
+    pm = cp.asarray(_crt_wgmma.modulus_table(moduli))
+    planes = cp.empty((3, mpa, nbp), dtype=cp.int32)
+    handle = cp.cuda.device.get_cublas_handle()
+    _cuda.cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+    _cuda.cublas.setPointerMode(handle, _cuda._POINTER_MODE_HOST)
+
+    def fused():
+        _crt_wgmma.gemm_mod(a_res, b_res, pm, u1, m, ld)
+
+    def cublas():
+        _cuda_crt._products_cublas(handle, a_res, b_res, planes, u2, moduli, m, kpad)
+
+    t_f = timed(fused, reps)
+    t_c = timed(cublas, reps)
+    same = bool((u1[:, :, :, :n] == u2[:, :, :, :n]).all())
+    ops = 3 * N * 2.0 * m * n * kpad
+    row = {"shape": label, "m": m, "k": k, "n": n, "N": N, "fused_ms": 1e3 * t_f,
+           "cublas_reduce_ms": 1e3 * t_c, "fused_tops": ops / t_f / 1e12,
+           "cublas_tops": ops / t_c / 1e12, "speedup": t_c / t_f, "equal": same}
+    print(f"  {label:>22} N={N}: fused {1e3 * t_f:8.2f} ms ({row['fused_tops']:6.0f} TOP/s)  "
+          f"cuBLAS+reduce {1e3 * t_c:8.2f} ms ({row['cublas_tops']:6.0f} TOP/s)  "
+          f"x{row['speedup']:.2f}  equal={same}", flush=True)
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--square", default="4096,8192,16384")
+    p.add_argument("--state-d", default="8,9,10,11,12")
+    p.add_argument("--state-qubits", type=int, default=28)
+    p.add_argument("--moduli", type=int, default=16)
+    p.add_argument("--json", default="")
+    args = p.parse_args(argv)
+    cp = _cp()
+    from ozsim.gemm import _crt_wgmma
+
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    t0 = time.perf_counter()
+    ok = _crt_wgmma.available()
+    print(f"GPU {gpu}; fused kernel available: {ok} ({time.perf_counter() - t0:.1f} s) "
+          f"{_crt_wgmma._state.get('error', '')}", flush=True)
+    if not ok:
+        return 1
+    out = {"gpu": gpu, "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv),
+           "checks": [], "timing": []}
+    cases = [(40, 96, 300, 3), (130, 200, 257, 8), (7, 1, 5, 2), (300, 16, 600, 5),
+             (256, 256, 4096, 16), (1000, 1000, 1000, 4), (64, 9000, 70, 3),
+             (513, 2048, 2100, 20)]
+    good = True
+    for i, (m, k, n, N) in enumerate(cases):
+        r = check(m, k, n, N, seed=i)
+        out["checks"].append({"m": m, "k": k, "n": n, "N": N, "ok": r})
+        good &= r
+    r = check(200, 65536, 300, 2, seed=99, extreme=True)
+    out["checks"].append({"m": 200, "k": 65536, "n": 300, "N": 2, "extreme": True, "ok": r})
+    good &= r
+    if not good:
+        print("CHECKS FAILED", flush=True)
+    for n in [int(x) for x in args.square.split(",") if x]:
+        out["timing"].append(time_both(f"square {n}", n, n, n, args.moduli, args.reps))
+        cp.get_default_memory_pool().free_all_blocks()
+    for d in [int(x) for x in args.state_d.split(",") if x]:
+        out["timing"].append(time_both(f"N={args.state_qubits} d={d}", 2**d, 2**d,
+                                       2 ** (args.state_qubits - d), 15, args.reps))
+        cp.get_default_memory_pool().free_all_blocks()
+    if args.json:
+        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    print("\n| shape | N | fused ms | TOP/s | cuBLAS+reduce ms | TOP/s | x | equal |")
+    for r in out["timing"]:
+        print(f"| {r['shape']} | {r['N']} | {r['fused_ms']:.2f} | {r['fused_tops']:.0f} | "
+              f"{r['cublas_reduce_ms']:.2f} | {r['cublas_tops']:.0f} | {r['speedup']:.2f} | "
+              f"{r['equal']} |")
+    return 0 if good else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,404 @@
+"""Scheme II's INT8 products with the reduction mod p in the epilogue, on Hopper (private).
+
+One kernel, ``crt_gemm_mod``, replaces the per-modulus sequence of three cuBLAS INT8 GEMMs (INT32
+planes ``T1, T2, T3`` written to HBM) and ``crt_reduce`` (the planes read back) of
+:mod:`ozsim.gemm._cuda_crt`: per output tile it computes the three Karatsuba products of one
+modulus with ``wgmma`` (INT8 -> INT32 on the tensor cores), reduces each mod ``p`` in registers and
+writes only the two UINT8 residues ``u_re = (T1 - T2) mod p`` and ``u_im = (T3 - T1 - T2) mod p``:
+2 bytes per output and modulus reach HBM instead of 12 written and 12 read back. The integers are
+the cuBLAS path's (exact INT32 sums, ``|T| <= k 2**14 < 2**31``), so results are bitwise equal.
+
+Structure (NVIDIA Hopper, ``sm_90a``; the usual warp-specialised TMA + ``wgmma`` pipeline):
+
+* a CTA computes a ``128 x 256`` tile of one modulus (``blockIdx.y``), tiles in groups of
+  :data:`GROUP_N` column tiles so that CTAs running together share operand tiles in L2;
+* warpgroup 0 (one thread) loads ``128 x 128`` A tiles and ``256 x 128`` B tiles of INT8
+  residues (K-major, 128-byte swizzle) with the tensor memory accelerator (TMA) into a ring of
+  :data:`STAGES` shared-memory stages, each guarded by a *full* and an *empty* mbarrier;
+* warpgroups 1 and 2 each own 64 rows: ``wgmma.m64n256k32.s32.s8.s8`` into 128 INT32 accumulators
+  per thread. The three products run one after another over K (``T1 = Ar Br``, then
+  ``T2 = Ai Bi``, then ``T3 = (Ar+Ai)(Br+Bi)``), so one accumulator set suffices: after ``T1`` its
+  residues stay in registers (one byte per output), after ``T2`` ``u_re`` is written and
+  ``(T1 + T2) mod p`` kept, after ``T3`` ``u_im`` is written.
+
+Launched through the driver API (:mod:`ctypes`): the TMA descriptors are built by
+``cuTensorMapEncodeTiled`` and passed by value (``__grid_constant__``). Compiled once per process
+by NVRTC for ``sm_90a`` (``wgmma`` and ``setmaxnreg`` exist only there); on any other GPU
+:func:`available` is False and ozsim keeps the cuBLAS path.
+
+Status: opt-in (``OZSIM_CRT_FUSED=1``, see :func:`ozsim.gemm._cuda_crt._fused_wanted`). Written
+and compiled (NVRTC 13.5 / ptxas for sm_90a: 168 registers, no spills, ``IGMMA.64x256x32.S8.S8``
+and ``UTMALDG.2D`` in the SASS) in a session that had no GPU; ``benchmarks/crt_fused_probe.py``
+and the ``gpu`` tests check it against the cuBLAS path before it may become the default.
+
+References:
+    [Ozaki2] K. Ozaki, Y. Uchino, T. Imamura, arXiv:2504.08009 (2025): one exact GEMM per
+        modulus. NVIDIA PTX ISA 8.x, "Asynchronous warpgroup level matrix multiply-accumulate"
+        (``wgmma.mma_async``, shared-memory matrix descriptors) and "cp.async.bulk.tensor";
+        CUDA driver API, ``cuTensorMapEncodeTiled``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import cupy as cp
+import numpy as np
+
+__all__ = ["BM", "BN", "BK", "available", "gemm_mod", "modulus_table"]
+
+#: Tile of one CTA: rows of A (gate), columns of B (state), bytes of K per stage.
+BM, BN, BK = 128, 256, 128
+STAGES = 4
+#: Column tiles per raster group (CTAs that run together share A and B tiles in L2).
+GROUP_N = 8
+_STAGE_BYTES = (BM + BN) * BK
+_SMEM_BYTES = STAGES * _STAGE_BYTES + 1024  # + alignment of the 1024-byte swizzle atoms
+
+
+def _accumulator_operands() -> tuple[str, str]:
+    regs = ", ".join(f"%{i}" for i in range(128))
+    outs = ", ".join(f'"+r"(d[{i}])' for i in range(128))
+    return regs, outs
+
+
+_REGS, _OUTS = _accumulator_operands()
+
+_SOURCE = r"""
+typedef unsigned int u32;
+typedef unsigned long long u64;
+struct __align__(64) TMap { u64 v[16]; };
+
+#define BM %(bm)d
+#define BN %(bn)d
+#define BK %(bk)d
+#define STAGES %(stages)d
+#define GROUP_N %(group)d
+#define A_BYTES (BM * BK)
+#define STAGE_BYTES ((BM + BN) * BK)
+
+__device__ __forceinline__ u32 smem_addr(const void* p)
+{
+    u32 r;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %%1; cvt.u32.u64 %%0, t; }"
+                 : "=r"(r) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%%0], %%1;" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%%0];" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
+{
+    u32 done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%%1], %%2; "
+                     "selp.u32 %%0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void tma_load(u32 dst, const TMap* map, int c0, int c1, u32 bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%%0], [%%1, {%%2, %%3}], [%%4];"
+                 :: "r"(dst), "l"((u64)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+
+// Shared-memory matrix descriptor of a K-major tile with 128-byte swizzle: start address,
+// leading byte offset 1 (unused for swizzled K-major), stride byte offset 1024 (8 rows of
+// 128 bytes), swizzle mode 1 (128B) in bits 62-63.
+__device__ __forceinline__ u64 desc(u32 addr)
+{
+    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32)
+           | ((u64)1 << 62);
+}
+
+__device__ __forceinline__ void wg_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wg_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void wg_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %%0;" :: "n"(N) : "memory");
+}
+// keeps the compiler from moving accumulator accesses across the asynchronous wgmma
+__device__ __forceinline__ void fence_acc(int (&d)[128])
+{
+#pragma unroll
+    for (int i = 0; i < 128; ++i) asm volatile("" : "+r"(d[i]) :: "memory");
+}
+
+__device__ __forceinline__ void mma(int (&d)[128], u64 da, u64 db, int accumulate)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %%130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {%(regs)s}, %%128, %%129, p;\n}\n"
+        : %(outs)s
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+
+// T mod p in [0, p) for |T| < 2**31, 128 < p <= 256, M = floor(2**39 / p) + 1 (crt_reduce's rule)
+__device__ __forceinline__ u32 modp(int t, u32 p, u32 M)
+{
+    const u32 a = t < 0 ? (u32)(-t) : (u32)t;
+    const u32 r = a - (__umulhi(a, M) >> 7) * p;
+    return (t < 0 && r) ? p - r : r;
+}
+
+// u[l] (2, m, ld) uint8 of modulus l = blockIdx.y; A residues rows (l 3 + t) mpa + i of the
+// (N 3 mpa, kpad) tensor `ta`, B residues rows (l 3 + t) nbp + j of `tb`; pm[l] = (p, M).
+extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod(
+    const __grid_constant__ TMap ta, const __grid_constant__ TMap tb, int mpa, int nbp,
+    int m, int ld, int kblocks, int mtiles, int ntiles, const int2* __restrict__ pm,
+    unsigned char* __restrict__ u)
+{
+    extern __shared__ unsigned char smem_raw[];
+    __shared__ __align__(8) u64 bars[2 * STAGES];
+    const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const u32 full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[STAGES]);
+
+    // grouped raster: GROUP_N column tiles x all row tiles per group
+    const int tile = blockIdx.x, l = blockIdx.y;
+    const int grp = tile / (GROUP_N * mtiles);
+    const int first = grp * GROUP_N;
+    const int gw = min(GROUP_N, ntiles - first);
+    const int rem = tile - grp * GROUP_N * mtiles;
+    const int m0 = (rem / gw) * BM, n0 = (first + rem %% gw) * BN;
+
+    const int wg = threadIdx.x >> 7;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, 8);  // one arrival per consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {  // producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (threadIdx.x == 0) {
+            int it = 0;
+            for (int t = 0; t < 3; ++t) {
+                const int ra = (l * 3 + t) * mpa + m0, rb = (l * 3 + t) * nbp + n0;
+                for (int kb = 0; kb < kblocks; ++kb, ++it) {
+                    const int s = it %% STAGES;
+                    if (it >= STAGES) mbar_wait(empty0 + 8 * s, ((it / STAGES) - 1) & 1);
+                    const u32 full = full0 + 8 * s, sa = base + s * STAGE_BYTES;
+                    mbar_expect_tx(full, STAGE_BYTES);
+                    tma_load(sa, &ta, kb * BK, ra, full);
+                    tma_load(sa + A_BYTES, &tb, kb * BK, rb, full);
+                }
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int c = wg - 1, w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int2 pmv = pm[l];
+    const u32 p = (u32)pmv.x, M = (u32)pmv.y;
+    int d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0;
+    u32 keep[32];  // byte i of keep[i / 4]: T1 mod p, then (T1 + T2) mod p, of accumulator i
+#pragma unroll
+    for (int i = 0; i < 32; ++i) keep[i] = 0u;
+    const long long plane = (long long)m * ld;
+    unsigned char* ub = u + (long long)l * 2 * plane;
+    const int row0 = m0 + c * 64 + 16 * w + (lane >> 2);
+    const int col0 = n0 + 2 * (lane & 3);
+    int it = 0;
+    for (int t = 0; t < 3; ++t) {
+        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+            const int s = it %% STAGES;
+            mbar_wait(full0 + 8 * s, (it / STAGES) & 1);
+            const u32 sa = base + s * STAGE_BYTES;
+            const u64 da = desc(sa + c * 64 * BK), db = desc(sa + A_BYTES);
+            fence_acc(d);
+            wg_fence();
+            mma(d, da, db, kb > 0);
+            mma(d, da + 2, db + 2, 1);  // +32 bytes of K: the next k32 step in the swizzle atom
+            mma(d, da + 4, db + 4, 1);
+            mma(d, da + 6, db + 6, 1);
+            wg_commit();
+            fence_acc(d);
+            if (kb > 0) {  // the previous stage's products are done: release it
+                wg_wait<1>();
+                fence_acc(d);
+                if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) %% STAGES));
+            }
+        }
+        wg_wait<0>();
+        fence_acc(d);
+        if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) %% STAGES));
+
+        // epilogue of product t; accumulator i: row row0 + 8 ((i / 2) %% 2), column
+        // col0 + 8 (i / 4) + (i %% 2)
+#pragma unroll
+        for (int i = 0; i < 128; i += 2) {
+            u32 out[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int q = i + e;
+                const u32 r = modp(d[q], p, M);
+                const u32 prev = (keep[q >> 2] >> (8 * (q & 3))) & 0xffu;
+                u32 nk = r, o = 0u;
+                if (t == 1) {
+                    o = prev >= r ? prev - r : prev + p - r;  // (T1 - T2) mod p
+                    nk = prev + r >= p ? prev + r - p : prev + r;  // (T1 + T2) mod p
+                } else if (t == 2) {
+                    o = r >= prev ? r - prev : r + p - prev;  // (T3 - T1 - T2) mod p
+                }
+                if (t == 0 && (q & 3) == 0) {
+                    keep[q >> 2] = nk;
+                } else if (t < 2) {
+                    const u32 mask = 0xffu << (8 * (q & 3));
+                    keep[q >> 2] = (keep[q >> 2] & ~mask) | (nk << (8 * (q & 3)));
+                }
+                out[e] = o;
+            }
+            if (t > 0) {
+                const int row = row0 + 8 * ((i >> 1) & 1), col = col0 + 8 * (i >> 2);
+                if (row < m && col < ld) {
+                    unsigned char* dst = ub + (t == 2 ? plane : 0) + (long long)row * ld + col;
+                    *(unsigned short*)dst = (unsigned short)(out[0] | (out[1] << 8));
+                }
+            }
+        }
+    }
+}
+""" % {"bm": BM, "bn": BN, "bk": BK, "stages": STAGES, "group": GROUP_N, "regs": _REGS,
+       "outs": _OUTS}
+
+_state: dict = {}
+
+# CUDA driver API enums (cuda.h, stable since CUDA 12.0)
+_CU_TENSOR_MAP_DATA_TYPE_UINT8 = 0
+_CU_TENSOR_MAP_INTERLEAVE_NONE = 0
+_CU_TENSOR_MAP_SWIZZLE_128B = 3
+_CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
+_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0
+_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+
+class _TMap(ctypes.Structure):
+    _fields_ = [("v", ctypes.c_uint64 * 16)]
+
+
+def _compile():
+    """The ``crt_gemm_mod`` kernel (``cupy.cuda.Function``) compiled by NVRTC for sm_90a."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    prog = nvrtc.createProgram(_SOURCE, "crt_gemm_mod.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, ["--gpu-architecture=sm_90a", "-std=c++17"])
+        cubin = nvrtc.getCUBIN(prog)
+    except nvrtc.NVRTCError as exc:
+        raise RuntimeError(f"crt_gemm_mod failed to compile:\n{nvrtc.getProgramLog(prog)}") from exc
+    finally:
+        nvrtc.destroyProgram(prog)
+    mod = cp.cuda.function.Module()
+    mod.load(cubin)
+    return mod
+
+
+def available() -> bool:
+    """True on a GPU of compute capability 9.0 (H100, H200) where the kernel compiles and the
+    driver's TMA entry points are found (else the reason is in ``_state["error"]``)."""
+    if "ok" in _state:
+        return _state["ok"]
+    ok = False
+    if cp.cuda.Device().compute_capability != "90":
+        _state["error"] = f"compute capability {cp.cuda.Device().compute_capability}, not 9.0"
+    else:
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+            mod = _compile()
+            func = mod.get_function("crt_gemm_mod")
+            res = lib.cuFuncSetAttribute(ctypes.c_void_p(func.ptr),
+                                         _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         ctypes.c_int(_SMEM_BYTES))
+            if res != 0:
+                raise RuntimeError(f"cuFuncSetAttribute failed ({res})")
+            _state.update(lib=lib, module=mod, func=func)
+            ok = True
+        except Exception as exc:  # noqa: BLE001 - a capability probe: any failure means "no"
+            _state["error"] = f"{type(exc).__name__}: {exc}"
+    _state["ok"] = ok
+    return ok
+
+
+def _tensor_map(ptr: int, rows: int, kpad: int, box_rows: int) -> _TMap:
+    """TMA descriptor of a ``(rows, kpad)`` INT8 row-major array, ``BK x box_rows`` boxes."""
+    lib = _state["lib"]
+    tmap = _TMap()
+    dims = (ctypes.c_uint64 * 2)(kpad, rows)
+    strides = (ctypes.c_uint64 * 1)(kpad)
+    box = (ctypes.c_uint32 * 2)(BK, box_rows)
+    elem = (ctypes.c_uint32 * 2)(1, 1)
+    res = lib.cuTensorMapEncodeTiled(
+        ctypes.byref(tmap), _CU_TENSOR_MAP_DATA_TYPE_UINT8, ctypes.c_uint32(2),
+        ctypes.c_void_p(ptr), dims, strides, box, elem, _CU_TENSOR_MAP_INTERLEAVE_NONE,
+        _CU_TENSOR_MAP_SWIZZLE_128B, _CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        _CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    if res != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed ({res}) for {rows} x {kpad} at {ptr:#x}")
+    return tmap
+
+
+def gemm_mod(a_res, b_res, pm, u, m: int, ld: int) -> None:
+    """``u[l] = [(T1 - T2) mod p_l, (T3 - T1 - T2) mod p_l]`` for every modulus ``l``, one launch.
+
+    Args:
+        a_res (cupy.ndarray): ``(N, 3, mpa, kpad)`` int8 residues of A (``kpad % 16 == 0``).
+        b_res (cupy.ndarray): ``(N, 3, nbp, kpad)`` int8 residues of B's columns, contiguous.
+        pm (cupy.ndarray): ``(N, 2)`` int32: ``p_l`` and ``floor(2**39 / p_l) + 1``.
+        u (cupy.ndarray): ``(N, 2, m, ld)`` uint8 output, ``ld % 16 == 0`` and ``ld >= nbp``
+            columns written where they exist in ``b_res`` (the rest is left as it was).
+        m: rows of A that are written (``<= mpa``).
+        ld: ``u``'s leading dimension.
+
+    ``T1 = Ar Br^T``, ``T2 = Ai Bi^T``, ``T3 = As Bs^T`` over K (exact INT32). Rows ``>= m`` and
+    columns ``>= ld`` are not written; columns in ``[nbp, ld)`` get residues of whatever the last
+    B tile overhangs into (the caller ignores them).
+    """
+    N, _, mpa, kpad = a_res.shape
+    nbp = b_res.shape[2]
+    if kpad % 16 or b_res.shape[3] != kpad or ld % 16:
+        raise ValueError("crt_gemm_mod needs kpad and ld multiples of 16")
+    if not (a_res.flags.c_contiguous and b_res.flags.c_contiguous and u.flags.c_contiguous):
+        raise ValueError("crt_gemm_mod needs contiguous residues and output")
+    ta = _tensor_map(a_res.data.ptr, N * 3 * mpa, kpad, BM)
+    tb = _tensor_map(b_res.data.ptr, N * 3 * nbp, kpad, BN)
+    mtiles, ntiles = -(-m // BM), -(-min(nbp, ld) // BN)
+    args = [ta, tb, ctypes.c_int32(mpa), ctypes.c_int32(nbp), ctypes.c_int32(m),
+            ctypes.c_int32(ld), ctypes.c_int32(-(-kpad // BK)), ctypes.c_int32(mtiles),
+            ctypes.c_int32(ntiles), ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
+    params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
+                                             for a in args])
+    res = _state["lib"].cuLaunchKernel(
+        ctypes.c_void_p(_state["func"].ptr), ctypes.c_uint(mtiles * ntiles), ctypes.c_uint(N),
+        ctypes.c_uint(1), ctypes.c_uint(384), ctypes.c_uint(1), ctypes.c_uint(1),
+        ctypes.c_uint(_SMEM_BYTES), ctypes.c_void_p(cp.cuda.get_current_stream().ptr), params,
+        None)
+    if res != 0:
+        raise RuntimeError(f"crt_gemm_mod launch failed ({res})")
+
+
+def modulus_table(moduli) -> np.ndarray:
+    """``(N, 2)`` int32: ``p`` and ``floor(2**39 / p) + 1`` (as uint32 bits) per modulus."""
+    return np.array([[p, np.uint32((1 << 39) // p + 1).view(np.int32)] for p in moduli],
+                    dtype=np.int32)
