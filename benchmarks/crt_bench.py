@@ -35,7 +35,7 @@ import numpy as np
 
 
 from gemm_bench import _cupy as _cp  # noqa: E402  (benchmarks/ is on sys.path as a script)
-from gemm_bench import square_inputs, state_inputs, timed  # noqa: E402
+from gemm_bench import gpu_name, square_inputs, state_inputs, timed  # noqa: E402
 
 
 #: ``--fused`` modes: scheme II rows are run once per mode (``OZSIM_CRT_FUSED``); a row of the
@@ -169,8 +169,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     FUSED_MODES[:] = [x for x in args.fused.split(",") if x]
     cp = _cp()
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    gpu = gpu_name()
     ts = [float(x) for x in args.T.split(",") if x]
     fixed = [int(x) for x in args.fixed.split(",") if x]
     meta = {"gpu": gpu, "cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),

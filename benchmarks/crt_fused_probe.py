@@ -25,13 +25,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from gemm_bench import timed  # noqa: E402
-
-
-def _cp():
-    import cupy as cp
-
-    return cp
+from gemm_bench import _cupy as _cp  # noqa: E402
+from gemm_bench import gpu_name, timed  # noqa: E402
 
 
 _FILL = None
@@ -145,8 +140,7 @@ def main(argv=None) -> int:
     cp = _cp()
     from ozsim.gemm import _crt_wgmma
 
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    gpu = gpu_name()
     t0 = time.perf_counter()
     ok = _crt_wgmma.available()
     print(f"GPU {gpu}; fused kernel available: {ok} ({time.perf_counter() - t0:.1f} s) "

@@ -39,6 +39,12 @@ def _cupy():
     return cp
 
 
+def gpu_name(device: int = 0) -> str:
+    """The CUDA device's name as CuPy reports it."""
+    name = _cupy().cuda.runtime.getDeviceProperties(device)["name"]
+    return name.decode() if isinstance(name, bytes) else name
+
+
 def timed(fn, reps: int, warmup: int = 1) -> float:
     """Median seconds of ``fn()`` over ``reps`` runs after ``warmup`` runs (CUDA events)."""
     cp = _cupy()
@@ -199,8 +205,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default="benchmarks/results/gemm_bench.json")
     args = p.parse_args(argv)
     cp = _cupy()
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    gpu = gpu_name()
     backends = ["zgemm"] + [f"int8x{s}" for s in map(int, args.splits.split(",") if args.splits
                                                        else [])] + ["int8-auto"]
     backends += [b for b in args.crt.split(",") if b]
