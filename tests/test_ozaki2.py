@@ -313,7 +313,7 @@ def test_auto_T0_is_no_worse_than_native(ozaki_cases, phi):
 
 
 @pytest.mark.parametrize("phi", [0.1, 0.5, 1.0])
-@pytest.mark.parametrize("k", [1024, 4096])
+@pytest.mark.parametrize("k", [1024, 4096, 8192])
 def test_auto_T0_is_no_worse_than_native_on_long_products(phi, k):
     """The must-show on longer inner dimensions (fresh inputs, double-double reference)."""
     rng = np.random.default_rng(int(1000 * phi) + k)
