@@ -299,7 +299,8 @@ class _TMap(ctypes.Structure):
 
 
 def _compile():
-    """The ``crt_gemm_mod`` kernel (``cupy.cuda.Function``) compiled by NVRTC for sm_90a."""
+    """The module (``cupy.cuda.function.Module``) holding ``crt_gemm_mod``, compiled by NVRTC
+    for sm_90a."""
     from cupy_backends.cuda.libs import nvrtc
 
     prog = nvrtc.createProgram(_SOURCE, "crt_gemm_mod.cu", [], [])
@@ -360,20 +361,26 @@ def _tensor_map(ptr: int, rows: int, kpad: int, box_rows: int) -> _TMap:
 
 
 def gemm_mod(a_res, b_res, pm, u, m: int, ld: int) -> None:
-    """``u[l] = [(T1 - T2) mod p_l, (T3 - T1 - T2) mod p_l]`` for every modulus ``l``, one launch.
+    """``u[l] = [(T1 - T2) mod p_l, (T3 - T1 - T2) mod p_l]`` for every modulus ``l``, one launch
+    on the current CuPy stream (:func:`available` must be True).
 
     Args:
-        a_res (cupy.ndarray): ``(N, 3, mpa, kpad)`` int8 residues of A (``kpad % 16 == 0``).
-        b_res (cupy.ndarray): ``(N, 3, nbp, kpad)`` int8 residues of B's columns, contiguous.
-        pm (cupy.ndarray): ``(N, 2)`` int32: ``p_l`` and ``floor(2**39 / p_l) + 1``.
-        u (cupy.ndarray): ``(N, 2, m, ld)`` uint8 output, ``ld % 16 == 0`` and ``ld >= nbp``
-            columns written where they exist in ``b_res`` (the rest is left as it was).
-        m: rows of A that are written (``<= mpa``).
+        a_res (cupy.ndarray): ``(N, 3, mpa, kpad)`` int8 residues ``[Ar, Ai, Ar + Ai]`` of A's
+            rows per modulus, C-contiguous, ``kpad % 16 == 0`` (TMA strides).
+        b_res (cupy.ndarray): ``(N, 3, nbp, kpad)`` int8 residues of B's columns, C-contiguous.
+        pm (cupy.ndarray): ``(N, 2)`` int32 from :func:`modulus_table`.
+        u (cupy.ndarray): ``(N, 2, m, ld)`` uint8 output, C-contiguous, ``ld % 16 == 0``.
+        m: rows of A written (``<= mpa``).
         ld: ``u``'s leading dimension.
 
-    ``T1 = Ar Br^T``, ``T2 = Ai Bi^T``, ``T3 = As Bs^T`` over K (exact INT32). Rows ``>= m`` and
-    columns ``>= ld`` are not written; columns in ``[nbp, ld)`` get residues of whatever the last
-    B tile overhangs into (the caller ignores them).
+    ``T1 = Ar Br^T``, ``T2 = Ai Bi^T``, ``T3 = As Bs^T`` over the stored K (exact INT32 sums). Every
+    ``u[l, :, i, j]`` with ``i < m``, ``j < min(nbp, ld)`` is written; columns up to the next
+    multiple of 256 below ``ld`` may get residues of the rows the last B tile overhangs into
+    (the caller reads only its ``nb <= nbp`` columns).
+
+    Raises:
+        ValueError: ``kpad`` or ``ld`` not a multiple of 16, or a non-contiguous array.
+        RuntimeError: the driver refused the tensor maps or the launch (its status code).
     """
     N, _, mpa, kpad = a_res.shape
     nbp = b_res.shape[2]
