@@ -62,7 +62,7 @@ def reference_u(a_res, b_res, moduli, m, ncols):
 
 def check(m, k, n, N, seed, extreme=False):
     cp = _cp()
-    from ozsim.gemm import _crt_wgmma
+    from ozsim.gemm import _crt_wgmma, _cuda_crt
     from ozsim.gemm.ozaki2 import crt_constants
 
     moduli = crt_constants(N).moduli
@@ -79,7 +79,7 @@ def check(m, k, n, N, seed, extreme=False):
     b_res[:, :, :, k:] = 0
     ld = -(-n // 16) * 16
     u = cp.full((N, 2, m, ld), 255, dtype=cp.uint8)
-    pm = cp.asarray(_crt_wgmma.modulus_table(moduli))
+    pm = _cuda_crt.modulus_table(N)
     _crt_wgmma.gemm_mod(a_res, b_res, pm, u, m, ld)
     cp.cuda.Device().synchronize()
     ref = reference_u(a_res, b_res, moduli, m, n)
@@ -103,7 +103,7 @@ def time_both(label, m, k, n, N, reps):
     ld = -(-n // 16) * 16
     u1 = cp.empty((N, 2, m, ld), dtype=cp.uint8)
     u2 = cp.empty((N, 2, m, nbp), dtype=cp.uint8)
-    pm = cp.asarray(_crt_wgmma.modulus_table(moduli))
+    pm = _cuda_crt.modulus_table(N)
     planes = cp.empty((3, mpa, nbp), dtype=cp.int32)
     handle = cp.cuda.device.get_cublas_handle()
     _cuda.cublas.setStream(handle, cp.cuda.get_current_stream().ptr)

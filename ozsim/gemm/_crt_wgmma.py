@@ -43,9 +43,8 @@ from __future__ import annotations
 import ctypes
 
 import cupy as cp
-import numpy as np
 
-__all__ = ["BM", "BN", "BK", "available", "gemm_mod", "modulus_table"]
+__all__ = ["BM", "BN", "BK", "available", "gemm_mod"]
 
 #: Tile of one CTA: rows of A (gate), columns of B (state), bytes of K per stage.
 BM, BN, BK = 128, 256, 128
@@ -368,7 +367,8 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int) -> None:
         a_res (cupy.ndarray): ``(N, 3, mpa, kpad)`` int8 residues ``[Ar, Ai, Ar + Ai]`` of A's
             rows per modulus, C-contiguous, ``kpad % 16 == 0`` (TMA strides).
         b_res (cupy.ndarray): ``(N, 3, nbp, kpad)`` int8 residues of B's columns, C-contiguous.
-        pm (cupy.ndarray): ``(N, 2)`` int32 from :func:`modulus_table`.
+        pm (cupy.ndarray): ``(N, 2)`` int32: ``p_l`` and ``crt_reduce``'s multiplier
+            ``floor(2**39 / p_l) + 1`` as uint32 bits (``_cuda_crt.modulus_table``).
         u (cupy.ndarray): ``(N, 2, m, ld)`` uint8 output, C-contiguous, ``ld % 16 == 0``.
         m: rows of A written (``<= mpa``).
         ld: ``u``'s leading dimension.
@@ -403,9 +403,3 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int) -> None:
         None)
     if res != 0:
         raise RuntimeError(f"crt_gemm_mod launch failed ({res})")
-
-
-def modulus_table(moduli) -> np.ndarray:
-    """``(N, 2)`` int32: ``p`` and ``floor(2**39 / p) + 1`` (as uint32 bits) per modulus."""
-    return np.array([[p, np.uint32((1 << 39) // p + 1).view(np.int32)] for p in moduli],
-                    dtype=np.int32)

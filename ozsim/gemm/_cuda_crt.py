@@ -61,7 +61,7 @@ import cupy as cp
 import numpy as np
 
 from ..errors import NonFiniteError
-from . import _cuda
+from . import _crt_wgmma, _cuda
 from .ozaki2 import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS, crt_constants
 
 __all__ = ["analyse", "default_workspace_bytes", "int8_crt_zgemm_gpu", "last_stats",
@@ -778,36 +778,39 @@ def _fused_wanted() -> bool:
     """
     if os.environ.get("OZSIM_CRT_FUSED", "0") != "1":
         return False
-    wg = _crt_wgmma_module()
-    if wg.available():
+    if _crt_wgmma.available():
         return True
-    if not wg._state.get("warned"):  # asked for, not there: say so once, then the cuBLAS path
-        wg._state["warned"] = True
+    state = _crt_wgmma._state
+    if not state.get("warned"):  # asked for, not there: say so once, then the cuBLAS path
+        state["warned"] = True
         warnings.warn(f"OZSIM_CRT_FUSED=1, but the fused scheme II kernel is unavailable "
-                      f"({wg._state.get('error')}): cuBLAS products are used (same results)",
+                      f"({state.get('error')}): cuBLAS products are used (same results)",
                       RuntimeWarning, stacklevel=3)
     return False
-
-
-def _crt_wgmma_module():
-    from . import _crt_wgmma
-
-    return _crt_wgmma
 
 
 def _pad16(x: int) -> int:
     return -(-x // 16) * 16
 
 
+def reduce_multiplier(p: int) -> np.uint32:
+    """``crt_reduce``'s ``M = floor(2**39 / p) + 1``: ``floor(a M / 2**39) = floor(a / p)`` for
+    ``0 <= a < 2**31``, ``128 < p <= 256`` (the kernel's comment has the argument)."""
+    return np.uint32((1 << 39) // p + 1)
+
+
 _pm_cache: dict = {}
 
 
-def _modulus_table_gpu(num_moduli: int):
+def modulus_table(num_moduli: int):
+    """``(N, 2)`` int32 CuPy: ``p`` and :func:`reduce_multiplier` (as uint32 bits) per modulus,
+    the fused kernel's constants; cached per device."""
     key = (num_moduli, cp.cuda.Device().id)
     t = _pm_cache.get(key)
     if t is None:
-        t = _pm_cache[key] = cp.asarray(
-            _crt_wgmma_module().modulus_table(crt_constants(num_moduli).moduli))
+        t = _pm_cache[key] = cp.asarray(np.array(
+            [[p, reduce_multiplier(p).view(np.int32)] for p in crt_constants(num_moduli).moduli],
+            dtype=np.int32))
     return t
 
 
@@ -875,7 +878,7 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         uj = u.ravel()[: N * 2 * m * ld].reshape(N, 2, m, ld)
         if fused:
             with _cuda._stage("gemm"):
-                _crt_wgmma_module().gemm_mod(a_res, bres, _modulus_table_gpu(N), uj, m, ld)
+                _crt_wgmma.gemm_mod(a_res, bres, modulus_table(N), uj, m, ld)
         else:
             _products_cublas(handle, a_res, bres, planes, uj, const.moduli, m, kpad)
         _finish(finish_k, uj, m, nbj, ld, cst, prep, b_exponents[j0 : j0 + nbj], ga + gb,
@@ -900,7 +903,7 @@ def _products_cublas(handle, a_res, bres, planes, u, moduli, m, kpad):
         with _cuda._stage("reduce"):
             reduce_k((_grid1(m * nbp // 4),), (_THREADS,),
                      (pl, np.int64(m), np.int64(nbp), np.int64(mp * nbp), np.int32(p),
-                      np.uint32((1 << 39) // p + 1), u[i]))
+                      reduce_multiplier(p), u[i]))
 
 
 def _finish(finish_k, u, m, nbj, ld, cst, prep, fb, gsum, out, so_r, so_c):
