@@ -39,8 +39,9 @@ from gemm_bench import gpu_name, square_inputs, state_inputs, timed  # noqa: E40
 
 
 #: ``--fused`` modes: scheme II rows are run once per mode (``OZSIM_CRT_FUSED``); a row of the
-#: fused products (``ozsim.gemm._crt_wgmma``) is labelled with a trailing ``+f``.
-FUSED_MODES = ["0"]
+#: fused products (``ozsim.gemm._crt_wgmma``) is labelled with a trailing ``+f``, of the default
+#: choice (``auto``: fused where ``kpad <= _cuda_crt.FUSED_MAX_K``) with ``+a``.
+FUSED_MODES = ["auto"]
 
 
 def _backends(ts, fixed):
@@ -52,7 +53,7 @@ def _backends(ts, fixed):
 
 
 def _label(backend, T, mode):
-    return backend + ("" if T is None else f" T={T:g}") + ("+f" if mode == "1" else "")
+    return backend + ("" if T is None else f" T={T:g}") + {"1": "+f", "auto": "+a"}.get(mode, "")
 
 
 def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):
@@ -163,8 +164,9 @@ def main(argv=None) -> int:
     p.add_argument("--phi", default="1", help="phi of the square inputs, comma-separated")
     p.add_argument("--stages", default="", help="backend whose stages to time per square shape "
                    "(default: int8-crt{last --fixed}); 'auto0' = int8-crt-auto T=0")
-    p.add_argument("--fused", default="0", help="OZSIM_CRT_FUSED modes for the scheme II rows, "
-                   "comma-separated: 0 (cuBLAS products + reduce), 1 (fused wgmma kernel)")
+    p.add_argument("--fused", default="auto", help="OZSIM_CRT_FUSED modes for the scheme II rows, "
+                   "comma-separated: 0 (cuBLAS products + reduce), 1 (fused wgmma kernel), "
+                   "auto (the default choice)")
     p.add_argument("--json", default="benchmarks/results/crt_bench.json")
     args = p.parse_args(argv)
     FUSED_MODES[:] = [x for x in args.fused.split(",") if x]

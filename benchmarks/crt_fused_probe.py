@@ -60,7 +60,7 @@ def reference_u(a_res, b_res, moduli, m, ncols):
     return out
 
 
-def check(m, k, n, N, seed, extreme=False):
+def check(m, k, n, N, seed, extreme=False, **kw):
     cp = _cp()
     from ozsim.gemm import _crt_wgmma, _cuda_crt
     from ozsim.gemm.ozaki2 import crt_constants
@@ -80,17 +80,19 @@ def check(m, k, n, N, seed, extreme=False):
     ld = -(-n // 16) * 16
     u = cp.full((N, 2, m, ld), 255, dtype=cp.uint8)
     pm = _cuda_crt.modulus_table(N)
-    _crt_wgmma.gemm_mod(a_res, b_res, pm, u, m, ld)
+    _crt_wgmma.gemm_mod(a_res, b_res, pm, u, m, ld, **kw)
     cp.cuda.Device().synchronize()
     ref = reference_u(a_res, b_res, moduli, m, n)
     got = u[:, :, :, :n]
     bad = int((got != ref).sum())
-    print(f"  check m={m} k={k} n={n} N={N}{' extreme' if extreme else ''}: "
+    print(f"  check m={m} k={k} n={n} N={N}{' extreme' if extreme else ''} {kw or ''}: "
           f"{'OK' if bad == 0 else f'{bad} WRONG of {ref.size}'}", flush=True)
     return bad == 0
 
 
-def time_both(label, m, k, n, N, reps):
+def time_both(label, m, k, n, N, reps, groups=(8,), one_shot=True):
+    """Times the fused kernel (persistent, one raster group width per entry of ``groups``; and,
+    if ``one_shot``, one CTA per work item) against cuBLAS + ``crt_reduce``; checks they agree."""
     cp = _cp()
     from ozsim.gemm import _crt_wgmma, _cuda, _cuda_crt
     from ozsim.gemm.ozaki2 import crt_constants
@@ -109,23 +111,26 @@ def time_both(label, m, k, n, N, reps):
     _cuda.cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
     _cuda.cublas.setPointerMode(handle, _cuda._POINTER_MODE_HOST)
 
-    def fused():
-        _crt_wgmma.gemm_mod(a_res, b_res, pm, u1, m, ld)
-
-    def cublas():
-        _cuda_crt._products_cublas(handle, a_res, b_res, planes, u2, moduli, m, kpad)
-
-    t_f = timed(fused, reps)
-    t_c = timed(cublas, reps)
-    same = bool((u1[:, :, :, :n] == u2[:, :, :, :n]).all())
+    variants = {f"persistent g{g}": {"group": g} for g in groups}
+    if one_shot:
+        variants["one CTA per tile"] = {"ctas": 2**31 - 1}
+    t_c = timed(lambda: _cuda_crt._products_cublas(handle, a_res, b_res, planes, u2, moduli,
+                                                     m, kpad), reps)
     ops = 3 * N * 2.0 * m * n * kpad
-    row = {"shape": label, "m": m, "k": k, "n": n, "N": N, "fused_ms": 1e3 * t_f,
-           "cublas_reduce_ms": 1e3 * t_c, "fused_tops": ops / t_f / 1e12,
-           "cublas_tops": ops / t_c / 1e12, "speedup": t_c / t_f, "equal": same}
-    print(f"  {label:>22} N={N}: fused {1e3 * t_f:8.2f} ms ({row['fused_tops']:6.0f} TOP/s)  "
-          f"cuBLAS+reduce {1e3 * t_c:8.2f} ms ({row['cublas_tops']:6.0f} TOP/s)  "
-          f"x{row['speedup']:.2f}  equal={same}", flush=True)
-    return row
+    rows = []
+    for name, kw in variants.items():
+        u1.fill(255)
+        t_f = timed(lambda: _crt_wgmma.gemm_mod(a_res, b_res, pm, u1, m, ld, **kw), reps)
+        same = bool((u1[:, :, :, :n] == u2[:, :, :, :n]).all())
+        row = {"shape": label, "variant": name, "m": m, "k": k, "n": n, "N": N,
+               "fused_ms": 1e3 * t_f, "cublas_reduce_ms": 1e3 * t_c,
+               "fused_tops": ops / t_f / 1e12, "cublas_tops": ops / t_c / 1e12,
+               "speedup": t_c / t_f, "equal": same}
+        print(f"  {label:>18} N={N} {name:>20}: fused {1e3 * t_f:8.2f} ms "
+              f"({row['fused_tops']:5.0f} TOP/s)  cuBLAS+reduce {1e3 * t_c:8.2f} ms "
+              f"({row['cublas_tops']:5.0f} TOP/s)  x{row['speedup']:.2f}  equal={same}", flush=True)
+        rows.append(row)
+    return rows
 
 
 def main(argv=None) -> int:
@@ -135,6 +140,9 @@ def main(argv=None) -> int:
     p.add_argument("--state-d", default="8,9,10,11,12")
     p.add_argument("--state-qubits", type=int, default=28)
     p.add_argument("--moduli", type=int, default=16)
+    p.add_argument("--groups", default="8", help="raster group widths to time (squares)")
+    p.add_argument("--state-groups", default="8", help="raster group widths to time (states)")
+    p.add_argument("--state-moduli", type=int, default=15)
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     cp = _cp()
@@ -157,25 +165,34 @@ def main(argv=None) -> int:
         r = check(m, k, n, N, seed=i)
         out["checks"].append({"m": m, "k": k, "n": n, "N": N, "ok": r})
         good &= r
+    for i, (m, k, n, N, kw) in enumerate([(130, 200, 257, 8, {"ctas": 1}),
+                                          (513, 2048, 2100, 20, {"ctas": 7, "group": 3}),
+                                          (1000, 1000, 1000, 4, {"ctas": 2**31 - 1})]):
+        r = check(m, k, n, N, seed=50 + i, **kw)
+        out["checks"].append({"m": m, "k": k, "n": n, "N": N, "ok": r, **kw})
+        good &= r
     r = check(200, 65536, 300, 2, seed=99, extreme=True)
     out["checks"].append({"m": 200, "k": 65536, "n": 300, "N": 2, "extreme": True, "ok": r})
     good &= r
     if not good:
         print("CHECKS FAILED", flush=True)
     for n in [int(x) for x in args.square.split(",") if x]:
-        out["timing"].append(time_both(f"square {n}", n, n, n, args.moduli, args.reps))
+        out["timing"] += time_both(f"square {n}", n, n, n, args.moduli, args.reps,
+                                   groups=[int(g) for g in args.groups.split(",")])
         cp.get_default_memory_pool().free_all_blocks()
     for d in [int(x) for x in args.state_d.split(",") if x]:
-        out["timing"].append(time_both(f"N={args.state_qubits} d={d}", 2**d, 2**d,
-                                       2 ** (args.state_qubits - d), 15, args.reps))
+        out["timing"] += time_both(f"N={args.state_qubits} d={d}", 2**d, 2**d,
+                                   2 ** (args.state_qubits - d), args.state_moduli, args.reps,
+                                   groups=[int(g) for g in args.state_groups.split(",")])
         cp.get_default_memory_pool().free_all_blocks()
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
-    print("\n| shape | N | fused ms | TOP/s | cuBLAS+reduce ms | TOP/s | x | equal |")
+    print("\n| shape | N | variant | fused ms | TOP/s | cuBLAS+reduce ms | TOP/s | x | equal |")
     for r in out["timing"]:
-        print(f"| {r['shape']} | {r['N']} | {r['fused_ms']:.2f} | {r['fused_tops']:.0f} | "
+        print(f"| {r['shape']} | {r['N']} | {r['variant']} | {r['fused_ms']:.2f} | "
+              f"{r['fused_tops']:.0f} | "
               f"{r['cublas_reduce_ms']:.2f} | {r['cublas_tops']:.0f} | {r['speedup']:.2f} | "
               f"{r['equal']} |")
     return 0 if good else 1

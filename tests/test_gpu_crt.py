@@ -168,7 +168,7 @@ def test_loss_moments_of_prepared_operand_match():
     assert np.array_equal(ozaki1.row_exponents(a), _cuda.analyse(cp.asarray(a), False)[0].get())
 
 
-# -- the fused products (ozsim.gemm._crt_wgmma, opt-in: OZSIM_CRT_FUSED=1) ----------------------
+# -- the fused products (ozsim.gemm._crt_wgmma; default for K <= FUSED_MAX_K, OZSIM_CRT_FUSED) ------
 def _fused_or_skip():
     from ozsim.gemm import _crt_wgmma
 
@@ -207,6 +207,23 @@ def test_fused_blocking_and_auto(monkeypatch):
                         return_info=True)
     assert info_g == info_c and not info_c.fallback
     assert np.array_equal(got.get(), ref)
+
+
+def test_fused_default_rule_and_overrides(monkeypatch):
+    """Unset: fused for K <= FUSED_MAX_K, cuBLAS above; 0 and 1 force; results equal either way."""
+    _fused_or_skip()
+    monkeypatch.delenv("OZSIM_CRT_FUSED", raising=False)
+    kmax = _cuda_crt.FUSED_MAX_K
+    for k, env, fused in [(kmax, None, True), (kmax + 1, None, False), (300, "0", False),
+                          (kmax + 1, "1", True)]:
+        if env is None:
+            monkeypatch.delenv("OZSIM_CRT_FUSED", raising=False)
+        else:
+            monkeypatch.setenv("OZSIM_CRT_FUSED", env)
+        a, b = _pair(9, 40, k, 300, 1.0)
+        got = zgemm(cp.asarray(a), cp.asarray(b), backend="int8-crt16")
+        assert _cuda_crt.last_stats["fused"] is fused, (k, env)
+        assert np.array_equal(got.get(), zgemm(a, b, backend="int8-crt16")), (k, env)
 
 
 def test_fused_extreme_products():

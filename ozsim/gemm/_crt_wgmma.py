@@ -10,8 +10,10 @@ the cuBLAS path's (exact INT32 sums, ``|T| <= k 2**14 < 2**31``), so results are
 
 Structure (NVIDIA Hopper, ``sm_90a``; the usual warp-specialised TMA + ``wgmma`` pipeline):
 
-* a CTA computes a ``128 x 256`` tile of one modulus (``blockIdx.y``), tiles in groups of
-  :data:`GROUP_N` column tiles so that CTAs running together share operand tiles in L2;
+* persistent CTAs (one per multiprocessor) loop over work items = ``128 x 256`` output tiles of
+  one modulus, moduli slowest, tiles in groups of :data:`GROUP_N` column tiles so that CTAs
+  running together share operand tiles in L2; the stage ring runs on across work items, so the
+  next tile's operands load during the epilogue;
 * warpgroup 0 (one thread) loads ``128 x 128`` A tiles and ``256 x 128`` B tiles of INT8
   residues (K-major, 128-byte swizzle) with the tensor memory accelerator (TMA) into a ring of
   :data:`STAGES` shared-memory stages, each guarded by a *full* and an *empty* mbarrier;
@@ -26,10 +28,10 @@ Launched through the driver API (:mod:`ctypes`): the TMA descriptors are built b
 by NVRTC for ``sm_90a`` (``wgmma`` and ``setmaxnreg`` exist only there); on any other GPU
 :func:`available` is False and ozsim keeps the cuBLAS path.
 
-Status: opt-in (``OZSIM_CRT_FUSED=1``, see :func:`ozsim.gemm._cuda_crt._fused_wanted`). Written
-and compiled (NVRTC 13.5 / ptxas for sm_90a: 168 registers, no spills, ``IGMMA.64x256x32.S8.S8``
-and ``UTMALDG.2D`` in the SASS) in a session that had no GPU; ``benchmarks/crt_fused_probe.py``
-and the ``gpu`` tests check it against the cuBLAS path before it may become the default.
+Status: the default for ``K <= 2048`` (:func:`ozsim.gemm._cuda_crt._fused_wanted`; override with
+``OZSIM_CRT_FUSED=0/1``). 168 registers, no spills. Checked on an H100 (2026-11-23) against exact
+FP64 products (``benchmarks/crt_fused_probe.py``, incl. ``|T| = 2**30``) and bitwise against the
+CPU (``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` 3.3.
 
 References:
     [Ozaki2] K. Ozaki, Y. Uchino, T. Imamura, arXiv:2504.08009 (2025): one exact GEMM per
@@ -49,8 +51,9 @@ __all__ = ["BM", "BN", "BK", "available", "gemm_mod"]
 #: Tile of one CTA: rows of A (gate), columns of B (state), bytes of K per stage.
 BM, BN, BK = 128, 256, 128
 STAGES = 4
-#: Column tiles per raster group (CTAs that run together share A and B tiles in L2).
-GROUP_N = 8
+#: Column tiles per raster group (CTAs that run together share A and B tiles in L2): 2 was the
+#: fastest of 2, 4, 8, 16, 64 on an H100 (RESULTS.md 3.3; 8 ran at 45% of 2's rate at 16384^3).
+GROUP_N = 2
 _STAGE_BYTES = (BM + BN) * BK
 _SMEM_BYTES = STAGES * _STAGE_BYTES + 1024  # + alignment of the 1024-byte swizzle atoms
 
@@ -72,7 +75,6 @@ struct __align__(64) TMap { u64 v[16]; };
 #define BN %(bn)d
 #define BK %(bk)d
 #define STAGES %(stages)d
-#define GROUP_N %(group)d
 #define A_BYTES (BM * BK)
 #define STAGE_BYTES ((BM + BN) * BK)
 
@@ -156,25 +158,35 @@ __device__ __forceinline__ u32 modp(int t, u32 p, u32 M)
     return (t < 0 && r) ? p - r : r;
 }
 
-// u[l] (2, m, ld) uint8 of modulus l = blockIdx.y; A residues rows (l 3 + t) mpa + i of the
+// work item w -> modulus l (slowest), then grouped raster: `group` column tiles x all row tiles
+// per group, columns fastest inside a group (CTAs running together share A and B tiles in L2)
+__device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntiles, int group,
+                                       int& l, int& m0, int& n0)
+{
+    l = w / per_mod;
+    const int tile = w - l * per_mod;
+    const int grp = tile / (group * mtiles);
+    const int first = grp * group;
+    const int gw = min(group, ntiles - first);
+    const int rem = tile - grp * group * mtiles;
+    m0 = (rem / gw) * BM;
+    n0 = (first + rem %% gw) * BN;
+}
+
+// Persistent: CTA b does work items b, b + gridDim.x, ...; the stage ring (and its mbarrier
+// phases) runs on across items, so the producer loads the next tile during the epilogue.
+// u[l] (2, m, ld) uint8 of modulus l; A residues rows (l 3 + t) mpa + i of the
 // (N 3 mpa, kpad) tensor `ta`, B residues rows (l 3 + t) nbp + j of `tb`; pm[l] = (p, M).
 extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod(
     const __grid_constant__ TMap ta, const __grid_constant__ TMap tb, int mpa, int nbp,
-    int m, int ld, int kblocks, int mtiles, int ntiles, const int2* __restrict__ pm,
-    unsigned char* __restrict__ u)
+    int m, int ld, int kblocks, int mtiles, int ntiles, int num_moduli, int group,
+    const int2* __restrict__ pm, unsigned char* __restrict__ u)
 {
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) u64 bars[2 * STAGES];
     const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const u32 full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[STAGES]);
-
-    // grouped raster: GROUP_N column tiles x all row tiles per group
-    const int tile = blockIdx.x, l = blockIdx.y;
-    const int grp = tile / (GROUP_N * mtiles);
-    const int first = grp * GROUP_N;
-    const int gw = min(GROUP_N, ntiles - first);
-    const int rem = tile - grp * GROUP_N * mtiles;
-    const int m0 = (rem / gw) * BM, n0 = (first + rem %% gw) * BN;
+    const int per_mod = mtiles * ntiles, total = per_mod * num_moduli;
 
     const int wg = threadIdx.x >> 7;
     if (threadIdx.x == 0) {
@@ -190,6 +202,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod(
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0) {
             int it = 0;
+            for (int w = blockIdx.x; w < total; w += gridDim.x) {
+            int l, m0, n0;
+            decode(w, per_mod, mtiles, ntiles, group, l, m0, n0);
             for (int t = 0; t < 3; ++t) {
                 const int ra = (l * 3 + t) * mpa + m0, rb = (l * 3 + t) * nbp + n0;
                 for (int kb = 0; kb < kblocks; ++kb, ++it) {
@@ -201,14 +216,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod(
                     tma_load(sa + A_BYTES, &tb, kb * BK, rb, full);
                 }
             }
+            }
         }
         return;
     }
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const int c = wg - 1, w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-    const int2 pmv = pm[l];
-    const u32 p = (u32)pmv.x, M = (u32)pmv.y;
+    const int c = wg - 1, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     int d[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) d[i] = 0;
@@ -216,10 +230,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod(
 #pragma unroll
     for (int i = 0; i < 32; ++i) keep[i] = 0u;
     const long long plane = (long long)m * ld;
-    unsigned char* ub = u + (long long)l * 2 * plane;
-    const int row0 = m0 + c * 64 + 16 * w + (lane >> 2);
-    const int col0 = n0 + 2 * (lane & 3);
     int it = 0;
+    for (int w = blockIdx.x; w < total; w += gridDim.x) {
+    int l, m0, n0;
+    decode(w, per_mod, mtiles, ntiles, group, l, m0, n0);
+    const int2 pmv = pm[l];
+    const u32 p = (u32)pmv.x, M = (u32)pmv.y;
+    unsigned char* ub = u + (long long)l * 2 * plane;
+    const int row0 = m0 + c * 64 + 16 * wq + (lane >> 2);
+    const int col0 = n0 + 2 * (lane & 3);
     for (int t = 0; t < 3; ++t) {
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
             const int s = it %% STAGES;
@@ -278,8 +297,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod(
             }
         }
     }
+    }
 }
-""" % {"bm": BM, "bn": BN, "bk": BK, "stages": STAGES, "group": GROUP_N, "regs": _REGS,
+""" % {"bm": BM, "bn": BN, "bk": BK, "stages": STAGES, "regs": _REGS,
        "outs": _OUTS}
 
 _state: dict = {}
@@ -359,7 +379,8 @@ def _tensor_map(ptr: int, rows: int, kpad: int, box_rows: int) -> _TMap:
     return tmap
 
 
-def gemm_mod(a_res, b_res, pm, u, m: int, ld: int) -> None:
+def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
+             ctas: int | None = None) -> None:
     """``u[l] = [(T1 - T2) mod p_l, (T3 - T1 - T2) mod p_l]`` for every modulus ``l``, one launch
     on the current CuPy stream (:func:`available` must be True).
 
@@ -372,6 +393,11 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int) -> None:
         u (cupy.ndarray): ``(N, 2, m, ld)`` uint8 output, C-contiguous, ``ld % 16 == 0``.
         m: rows of A written (``<= mpa``).
         ld: ``u``'s leading dimension.
+        group: column tiles per raster group, default :data:`GROUP_N` (tuning; any value >= 1
+            gives the same results).
+        ctas: CTAs launched (persistent: each loops over work items); default one per
+            multiprocessor; the number of work items ``N ceil(m / 128) ceil(ncols / 256)`` gives
+            one work item per CTA (tuning; the results are the same).
 
     ``T1 = Ar Br^T``, ``T2 = Ai Bi^T``, ``T3 = As Bs^T`` over the stored K (exact INT32 sums). Every
     ``u[l, :, i, j]`` with ``i < m``, ``j < min(nbp, ld)`` is written; columns up to the next
@@ -391,13 +417,19 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int) -> None:
     ta = _tensor_map(a_res.data.ptr, N * 3 * mpa, kpad, BM)
     tb = _tensor_map(b_res.data.ptr, N * 3 * nbp, kpad, BN)
     mtiles, ntiles = -(-m // BM), -(-min(nbp, ld) // BN)
+    total = mtiles * ntiles * N
+    if ctas is None:
+        ctas = _state.setdefault("sms", cp.cuda.Device().attributes["MultiProcessorCount"])
+    grid = max(1, min(int(ctas), total))
     args = [ta, tb, ctypes.c_int32(mpa), ctypes.c_int32(nbp), ctypes.c_int32(m),
             ctypes.c_int32(ld), ctypes.c_int32(-(-kpad // BK)), ctypes.c_int32(mtiles),
-            ctypes.c_int32(ntiles), ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
+            ctypes.c_int32(ntiles), ctypes.c_int32(N),
+            ctypes.c_int32(max(1, int(GROUP_N if group is None else group))),
+            ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
     params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
                                              for a in args])
     res = _state["lib"].cuLaunchKernel(
-        ctypes.c_void_p(_state["func"].ptr), ctypes.c_uint(mtiles * ntiles), ctypes.c_uint(N),
+        ctypes.c_void_p(_state["func"].ptr), ctypes.c_uint(grid), ctypes.c_uint(1),
         ctypes.c_uint(1), ctypes.c_uint(384), ctypes.c_uint(1), ctypes.c_uint(1),
         ctypes.c_uint(_SMEM_BYTES), ctypes.c_void_p(cp.cuda.get_current_stream().ptr), params,
         None)

@@ -40,8 +40,8 @@ crt           ``crt_finish`` (compiled per N): reads the ``2 N`` UINT8 residues 
 What still reaches HBM and need not: the INT32 planes (12 bytes per output per modulus, written by
 cuBLAS and read back by ``crt_reduce``). :mod:`ozsim.gemm._crt_wgmma` removes them (the three
 products of a modulus and the reduction in one Hopper ``wgmma`` kernel, 2 bytes per output and
-modulus); it is opt-in (``OZSIM_CRT_FUSED=1``, :func:`_fused_wanted`) until it has been run and
-timed on hardware (``benchmarks/RESULTS.md``, section 3.2).
+modulus); :func:`_fused_wanted` uses it by default where it was measured faster (``K <= 2048``:
+the state-vector shapes of gates up to 11 qubits; ``benchmarks/RESULTS.md``, section 3.3).
 
 Small integers are rounded and converted with FP64 exponent tricks (``rint_small``,
 ``int_small``, ``__hiloint2double``) instead of the conversion unit, which runs at a quarter of
@@ -768,16 +768,27 @@ def default_workspace_bytes(prep, plan) -> int:
     return _cuda.default_workspace_bytes(reserve, WORKSPACE_CAP)
 
 
-def _fused_wanted() -> bool:
+#: Largest padded K for which :func:`_fused_wanted` picks the fused products by default.
+#: ``benchmarks/crt_fused_probe.py`` on an H100 (RESULTS.md 3.3), fused against cuBLAS INT8
+#: GEMMs + ``crt_reduce``: state shapes K = 256..2048 1.10-1.52x; K = 4096 (d = 12) 0.96-0.97x;
+#: squares 8192 and 16384 1.04-1.06x in isolation but a tie end to end, with run-to-run spread
+#: at 16384 (the fused kernel's L2 reuse is sensitive to the raster; cuBLASLt's is not).
+FUSED_MAX_K = 2048
+
+
+def _fused_wanted(kpad: int) -> bool:
     """Whether :func:`int8_crt_zgemm_gpu` runs the INT8 products with the reduction mod p fused
     (:mod:`ozsim.gemm._crt_wgmma`) instead of cuBLAS INT32 planes and ``crt_reduce``.
 
-    Opt-in while it awaits its first run on hardware: ``OZSIM_CRT_FUSED=1`` turns it on where
-    the GPU has it (compute capability 9.0); the results are the same integers either way.
-    ``benchmarks/crt_fused_probe.py`` checks and times it against the cuBLAS path.
+    ``OZSIM_CRT_FUSED=1``: always where the GPU has it (compute capability 9.0; a warning once
+    and the cuBLAS path elsewhere); ``0``: never; unset or ``auto``: where available and
+    ``kpad <= FUSED_MAX_K``. The results are the same integers either way.
     """
-    if os.environ.get("OZSIM_CRT_FUSED", "0") != "1":
+    mode = os.environ.get("OZSIM_CRT_FUSED", "auto")
+    if mode == "0":
         return False
+    if mode != "1":
+        return kpad <= FUSED_MAX_K and _crt_wgmma.available()
     if _crt_wgmma.available():
         return True
     state = _crt_wgmma._state
@@ -839,7 +850,7 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         out = cp.empty((m, n), dtype=cp.complex128)
     if m == 0 or n == 0:
         return out
-    fused = _fused_wanted()
+    fused = _fused_wanted(_pad16(k))
     kpad = _pad16(k) if fused else _cuda.padded_k(k)  # TMA rows: multiples of 16 bytes
     mp = _pad4(m)
     # B residues, INT32 planes (not with the fused products), UINT8 u
