@@ -53,7 +53,7 @@ def _backends(ts, fixed):
 
 
 def _label(backend, T, mode):
-    return backend + ("" if T is None else f" T={T:g}") + {"1": "+f", "auto": "+a"}.get(mode, "")
+    return backend + ("" if T is None else f" T={T:g}") + {"1": "+f", "3": "+f3", "4": "+f4", "auto": "+a"}.get(mode, "")
 
 
 def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):

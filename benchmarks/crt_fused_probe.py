@@ -48,19 +48,28 @@ def random_int8(shape, seed):
 
 
 def reference_u(a_res, b_res, moduli, m, ncols):
-    """``(N, 2, m, ncols)`` uint8 from exact FP64 products (cuBLAS DGEMM, integers < 2**53)."""
+    """``(N, 2, m, ncols)`` uint8 from exact FP64 products (cuBLAS DGEMM, integers < 2**53), of
+    the Karatsuba form (3 planes each) or the direct form (A 4 planes, B 2)."""
     cp = _cp()
     N = len(moduli)
     out = cp.empty((N, 2, m, ncols), dtype=cp.uint8)
+
+    def mm(i, ja, jb):
+        return cp.matmul(a_res[i, ja, :m].astype(cp.float64),
+                         b_res[i, jb, :ncols].astype(cp.float64).T)
+
     for i, p in enumerate(moduli):
-        t = [cp.matmul(a_res[i, j, :m].astype(cp.float64), b_res[i, j, :ncols].astype(cp.float64).T)
-             for j in range(3)]
-        out[i, 0] = cp.mod(t[0] - t[1], p).astype(cp.uint8)
-        out[i, 1] = cp.mod(t[2] - t[0] - t[1], p).astype(cp.uint8)
+        if a_res.shape[1] == 4:
+            re, im = mm(i, 0, 0) + mm(i, 1, 1), mm(i, 2, 1) + mm(i, 3, 0)
+        else:
+            t = [mm(i, j, j) for j in range(3)]
+            re, im = t[0] - t[1], t[2] - t[0] - t[1]
+        out[i, 0] = cp.mod(re, p).astype(cp.uint8)
+        out[i, 1] = cp.mod(im, p).astype(cp.uint8)
     return out
 
 
-def check(m, k, n, N, seed, extreme=False, **kw):
+def check(m, k, n, N, seed, extreme=False, form=3, **kw):
     cp = _cp()
     from ozsim.gemm import _crt_wgmma, _cuda_crt
     from ozsim.gemm.ozaki2 import crt_constants
@@ -68,13 +77,14 @@ def check(m, k, n, N, seed, extreme=False, **kw):
     moduli = crt_constants(N).moduli
     kpad = -(-k // 16) * 16
     mpa, nbp = -(-m // 4) * 4, -(-n // 4) * 4
+    pa, pb = (4, 2) if form == 4 else (3, 3)
     if extreme:
-        a_res = cp.full((N, 3, mpa, kpad), -128, dtype=cp.int8)
-        b_res = cp.full((N, 3, nbp, kpad), -128, dtype=cp.int8)
+        a_res = cp.full((N, pa, mpa, kpad), -128, dtype=cp.int8)
+        b_res = cp.full((N, pb, nbp, kpad), -128, dtype=cp.int8)
         b_res[:, 1, ::2] = 127
     else:
-        a_res = random_int8((N, 3, mpa, kpad), 2 * seed)
-        b_res = random_int8((N, 3, nbp, kpad), 2 * seed + 1)
+        a_res = random_int8((N, pa, mpa, kpad), 2 * seed)
+        b_res = random_int8((N, pb, nbp, kpad), 2 * seed + 1)
     a_res[:, :, :, k:] = 0
     b_res[:, :, :, k:] = 0
     ld = -(-n // 16) * 16
@@ -85,7 +95,8 @@ def check(m, k, n, N, seed, extreme=False, **kw):
     ref = reference_u(a_res, b_res, moduli, m, n)
     got = u[:, :, :, :n]
     bad = int((got != ref).sum())
-    print(f"  check m={m} k={k} n={n} N={N}{' extreme' if extreme else ''} {kw or ''}: "
+    print(f"  check form {form} m={m} k={k} n={n} N={N}{' extreme' if extreme else ''} "
+          f"{kw or ''}: "
           f"{'OK' if bad == 0 else f'{bad} WRONG of {ref.size}'}", flush=True)
     return bad == 0
 
@@ -112,16 +123,29 @@ def time_both(label, m, k, n, N, reps, groups=(8,), one_shot=True):
     _cuda.cublas.setPointerMode(handle, _cuda._POINTER_MODE_HOST)
 
     variants = {f"persistent g{g}": {"group": g} for g in groups}
+    if kpad > 8192:  # one launch over the whole K against the default K chunks
+        variants.update({f"whole K g{g}": {"group": g, "k_chunk": kpad} for g in groups})
     if one_shot:
         variants["one CTA per tile"] = {"ctas": 2**31 - 1}
+    # the direct form on residues [Ar, -Ai, Ar, Ai] x [Br, Bi] of the same A and B (its u equals
+    # the Karatsuba u only where As = Ar + Ai mod p, which random planes are not: not compared)
+    a4 = b2 = None
+    if kpad <= 8192:  # (memory: at 16384^3 both forms' operands would need ~72 GB)
+        a4 = cp.ascontiguousarray(cp.stack([a_res[:, 0], -a_res[:, 1], a_res[:, 0],
+                                            a_res[:, 1]], 1))
+        b2 = cp.ascontiguousarray(b_res[:, :2])
+        for g in groups:
+            variants[f"direct g{g}"] = {"group": g, "_direct": True}
     t_c = timed(lambda: _cuda_crt._products_cublas(handle, a_res, b_res, planes, u2, moduli,
                                                      m, kpad), reps)
     ops = 3 * N * 2.0 * m * n * kpad
     rows = []
     for name, kw in variants.items():
         u1.fill(255)
-        t_f = timed(lambda: _crt_wgmma.gemm_mod(a_res, b_res, pm, u1, m, ld, **kw), reps)
-        same = bool((u1[:, :, :, :n] == u2[:, :, :, :n]).all())
+        kw = dict(kw)
+        ar, br = (a4, b2) if kw.pop("_direct", False) else (a_res, b_res)
+        t_f = timed(lambda: _crt_wgmma.gemm_mod(ar, br, pm, u1, m, ld, **kw), reps)
+        same = bool((u1[:, :, :, :n] == u2[:, :, :, :n]).all()) if ar is a_res else None
         row = {"shape": label, "variant": name, "m": m, "k": k, "n": n, "N": N,
                "fused_ms": 1e3 * t_f, "cublas_reduce_ms": 1e3 * t_c,
                "fused_tops": ops / t_f / 1e12, "cublas_tops": ops / t_c / 1e12,
@@ -161,19 +185,24 @@ def main(argv=None) -> int:
              (256, 256, 4096, 16), (1000, 1000, 1000, 4), (64, 9000, 70, 3),
              (513, 2048, 2100, 20)]
     good = True
-    for i, (m, k, n, N) in enumerate(cases):
-        r = check(m, k, n, N, seed=i)
-        out["checks"].append({"m": m, "k": k, "n": n, "N": N, "ok": r})
+    for form in (3, 4):
+        for i, (m, k, n, N) in enumerate(cases):
+            r = check(m, k, n, N, seed=i, form=form)
+            out["checks"].append({"form": form, "m": m, "k": k, "n": n, "N": N, "ok": r})
+            good &= r
+        for i, (m, k, n, N, kw) in enumerate([(130, 200, 257, 8, {"ctas": 1}),
+                                              (513, 2048, 2100, 20, {"ctas": 7, "group": 3}),
+                                              (1000, 1000, 1000, 4, {"ctas": 2**31 - 1}),
+                                              (64, 9000, 70, 3, {"k_chunk": 1024}),
+                                              (300, 1000, 600, 5, {"k_chunk": 256})]):
+            r = check(m, k, n, N, seed=50 + i, form=form, **kw)
+            out["checks"].append({"form": form, "m": m, "k": k, "n": n, "N": N, "ok": r, **kw})
+            good &= r
+        kx = 65536 if form == 3 else 32768  # |T| = 2**30 (form 3), |D| = 2**30 (form 4)
+        r = check(200, kx, 300, 2, seed=99, extreme=True, form=form, k_chunk=kx)
+        out["checks"].append({"form": form, "m": 200, "k": kx, "n": 300, "N": 2,
+                              "extreme": True, "ok": r})
         good &= r
-    for i, (m, k, n, N, kw) in enumerate([(130, 200, 257, 8, {"ctas": 1}),
-                                          (513, 2048, 2100, 20, {"ctas": 7, "group": 3}),
-                                          (1000, 1000, 1000, 4, {"ctas": 2**31 - 1})]):
-        r = check(m, k, n, N, seed=50 + i, **kw)
-        out["checks"].append({"m": m, "k": k, "n": n, "N": N, "ok": r, **kw})
-        good &= r
-    r = check(200, 65536, 300, 2, seed=99, extreme=True)
-    out["checks"].append({"m": 200, "k": 65536, "n": 300, "N": 2, "extreme": True, "ok": r})
-    good &= r
     if not good:
         print("CHECKS FAILED", flush=True)
     for n in [int(x) for x in args.square.split(",") if x]:

@@ -98,6 +98,14 @@ def test_residues_match_cpu(bits, weighted, rounding):
             want = residues(pr, pi, p, q if weighted else 1)
             assert np.array_equal(got[i, :, :rows, :k], want.astype(np.int8)), (bits, p)
         assert not got[:, :, rows:].any() and not got[:, :, :, k:].any()
+        # the fused kernel's layouts: [r, i] and [r, -i, r, i] (int8 negation wraps -128 to
+        # -128: the same residue mod 256, the only modulus with -128 among its residues)
+        for planes, want_planes in [(2, [got[:, 0], got[:, 1]]),
+                                    (4, [got[:, 0], -got[:, 1], got[:, 0], got[:, 1]])]:
+            other = _cuda_crt.residues_gpu(x_dev, cp.asarray(f), bits, n_mod, weighted=weighted,
+                                           kpad=kpad, rows_alloc=ra, rounding=rounding,
+                                           planes=planes).get()
+            assert np.array_equal(other, np.stack(want_planes, axis=1)), (bits, planes)
 
 
 @pytest.mark.parametrize("m, k, n", SHAPES)
@@ -180,15 +188,17 @@ def _fused_or_skip():
 
 @pytest.mark.parametrize("m, k, n", SHAPES + [(300, 1000, 700), (256, 256, 1000)])
 @pytest.mark.parametrize("num_moduli", [2, 16, 20])
-def test_fused_products_bitwise_equal_to_cpu(m, k, n, num_moduli, monkeypatch):
-    """Partial tiles (m, n not multiples of 128/256), k < BK, k > 8192, all moduli counts."""
+@pytest.mark.parametrize("form", [3, 4])
+def test_fused_products_bitwise_equal_to_cpu(m, k, n, num_moduli, form, monkeypatch):
+    """Both forms (Karatsuba, direct): partial tiles (m, n not multiples of 128/256), k < BK,
+    k > 8192, all moduli counts (256 among them: the direct form's -(-128))."""
     _fused_or_skip()
-    monkeypatch.setenv("OZSIM_CRT_FUSED", "1")
+    monkeypatch.setenv("OZSIM_CRT_FUSED", str(form))
     a, b = _pair(7, m, k, n, 1.0)
     backend = f"int8-crt{num_moduli}"
     ref = zgemm(a, b, backend=backend)
     got = zgemm(cp.asarray(a), cp.asarray(b), backend=backend)
-    assert _cuda_crt.last_stats["fused"]
+    assert _cuda_crt.last_stats["form"] == form
     assert np.array_equal(got.get(), ref)
 
 
@@ -209,21 +219,58 @@ def test_fused_blocking_and_auto(monkeypatch):
     assert np.array_equal(got.get(), ref)
 
 
+@pytest.mark.parametrize("form", [3, 4])
+def test_fused_k_chunks_equal_to_cpu(form, monkeypatch):
+    """K split into launches of 384 (three chunks, the last partial: 384 + 384 + 240) that add
+    their residues mod p into u, both forms, all 20 moduli."""
+    wg = _fused_or_skip()
+    monkeypatch.setenv("OZSIM_CRT_FUSED", str(form))
+    monkeypatch.setattr(wg, "K_CHUNK", 384)
+    a, b = _pair(11, 140, 1000, 300, 2.0)
+    got = zgemm(cp.asarray(a), cp.asarray(b), backend="int8-crt20")
+    assert _cuda_crt.last_stats["form"] == form
+    assert np.array_equal(got.get(), zgemm(a, b, backend="int8-crt20"))
+
+
 def test_fused_default_rule_and_overrides(monkeypatch):
     """Unset: fused for K <= FUSED_MAX_K, cuBLAS above; 0 and 1 force; results equal either way."""
     _fused_or_skip()
     monkeypatch.delenv("OZSIM_CRT_FUSED", raising=False)
     kmax = _cuda_crt.FUSED_MAX_K
-    for k, env, fused in [(kmax, None, True), (kmax + 1, None, False), (300, "0", False),
-                          (kmax + 1, "1", True)]:
+    for k, env, form in [(kmax, None, 3), (kmax + 1, None, 0), (300, "0", 0), (kmax + 1, "1", 3),
+                         (300, "4", 4), (300, "3", 3), (32769, "4", 3)]:
         if env is None:
             monkeypatch.delenv("OZSIM_CRT_FUSED", raising=False)
         else:
             monkeypatch.setenv("OZSIM_CRT_FUSED", env)
         a, b = _pair(9, 40, k, 300, 1.0)
         got = zgemm(cp.asarray(a), cp.asarray(b), backend="int8-crt16")
-        assert _cuda_crt.last_stats["fused"] is fused, (k, env)
+        assert _cuda_crt.last_stats["form"] == form, (k, env)
+        assert _cuda_crt.last_stats["fused"] is (form > 0), (k, env)
         assert np.array_equal(got.get(), zgemm(a, b, backend="int8-crt16")), (k, env)
+
+
+def test_fused_direct_extreme_products():
+    """The direct form at its bound: every residue -128 with k = 32768, so |D1| = 2**30, for all
+    20 moduli, against Python integers."""
+    wg = _fused_or_skip()
+    moduli = crt_constants(20).moduli
+    N, m, n, k = 20, 5, 40, 32768
+    a_res = cp.full((N, 4, 8, k), -128, dtype=cp.int8)
+    b_res = cp.full((N, 2, n, k), -128, dtype=cp.int8)
+    b_res[:, 1, ::2] = 127  # Bi: 127 on even columns
+    u = cp.zeros((N, 2, m, 48), dtype=cp.uint8)
+    wg.gemm_mod(a_res, b_res, _cuda_crt.modulus_table(N), u, m, 48, k_chunk=k)  # one launch
+    got = u.get()[:, :, :, :n].astype(np.int64)
+    bi = np.where(np.arange(n) % 2 == 0, 127, -128)
+    d1 = k * 128 * 128 + k * -128 * bi  # Ar Br + A1 Bi
+    d2 = k * -128 * bi + k * 128 * 128  # A2 Bi + A3 Br
+    for i, p in enumerate(moduli):
+        assert np.array_equal(got[i, 0], np.broadcast_to(d1 % p, (m, n))), p
+        assert np.array_equal(got[i, 1], np.broadcast_to(d2 % p, (m, n))), p
+    with pytest.raises(ValueError, match="overflow"):
+        wg.gemm_mod(cp.zeros((2, 4, 8, 32784), cp.int8), cp.zeros((2, 2, 8, 32784), cp.int8),
+                    _cuda_crt.modulus_table(2), cp.zeros((2, 2, 5, 16), cp.uint8), 5, 16)
 
 
 def test_fused_extreme_products():
@@ -235,12 +282,13 @@ def test_fused_extreme_products():
     a_res = cp.full((N, 3, 8, k), -128, dtype=cp.int8)
     b_res = cp.full((N, 3, n, k), -128, dtype=cp.int8)
     b_res[:, 1, ::2] = 127  # Bi: 127 on even columns
-    u = cp.zeros((N, 2, m, 48), dtype=cp.uint8)
-    wg.gemm_mod(a_res, b_res, _cuda_crt.modulus_table(N), u, m, 48)
-    got = u.get()[:, :, :, :n].astype(np.int64)
     bi = np.where(np.arange(n) % 2 == 0, 127, -128)
     t1 = k * 128 * 128
     t2 = k * -128 * bi
-    for i, p in enumerate(moduli):
-        assert np.array_equal(got[i, 0], np.broadcast_to((t1 - t2) % p, (m, n))), p
-        assert np.array_equal(got[i, 1], np.broadcast_to((t1 - t1 - t2) % p, (m, n))), p
+    for k_chunk in (k, None):  # one launch (|T| = 2**30), and the default K chunks
+        u = cp.zeros((N, 2, m, 48), dtype=cp.uint8)
+        wg.gemm_mod(a_res, b_res, _cuda_crt.modulus_table(N), u, m, 48, k_chunk=k_chunk)
+        got = u.get()[:, :, :, :n].astype(np.int64)
+        for i, p in enumerate(moduli):
+            assert np.array_equal(got[i, 0], np.broadcast_to((t1 - t2) % p, (m, n))), p
+            assert np.array_equal(got[i, 1], np.broadcast_to((t1 - t1 - t2) % p, (m, n))), p

@@ -1,6 +1,6 @@
 """Scheme II's INT8 products with the reduction mod p in the epilogue, on Hopper (private).
 
-One kernel, ``crt_gemm_mod``, replaces the per-modulus sequence of three cuBLAS INT8 GEMMs (INT32
+One kernel, ``crt_gemm_mod3``, replaces the per-modulus sequence of three cuBLAS INT8 GEMMs (INT32
 planes ``T1, T2, T3`` written to HBM) and ``crt_reduce`` (the planes read back) of
 :mod:`ozsim.gemm._cuda_crt`: per output tile it computes the three Karatsuba products of one
 modulus with ``wgmma`` (INT8 -> INT32 on the tensor cores), reduces each mod ``p`` in registers and
@@ -21,17 +21,28 @@ Structure (NVIDIA Hopper, ``sm_90a``; the usual warp-specialised TMA + ``wgmma``
   per thread. The three products run one after another over K (``T1 = Ar Br``, then
   ``T2 = Ai Bi``, then ``T3 = (Ar+Ai)(Br+Bi)``), so one accumulator set suffices: after ``T1`` its
   residues stay in registers (one byte per output), after ``T2`` ``u_re`` is written and
-  ``(T1 + T2) mod p`` kept, after ``T3`` ``u_im`` is written.
+  ``(T1 + T2) mod p`` kept, after ``T3`` ``u_im`` is written;
+* K longer than :data:`K_CHUNK` runs as several launches; each later one adds its residues to
+  ``u`` mod p in the epilogue (1 byte read per output and modulus more per launch).
+
+``crt_gemm_mod4`` is the *direct* form, opt-in (``OZSIM_CRT_FUSED=4``): ``u_re = (Ar Br +
+(-Ai) Bi) mod p`` and ``u_im = (Ar Bi + Ai Br) mod p`` as two INT32 chains of two products each,
+so B needs two residue planes instead of three and the epilogue two reductions and no kept bytes,
+for a third more tensor-core work. Measured on the H100 it was 4% faster than Karatsuba's form at
+K = 256 and slower everywhere else (0.4-0.9x at K >= 1024: RESULTS.md 3.3).
 
 Launched through the driver API (:mod:`ctypes`): the TMA descriptors are built by
 ``cuTensorMapEncodeTiled`` and passed by value (``__grid_constant__``). Compiled once per process
 by NVRTC for ``sm_90a`` (``wgmma`` and ``setmaxnreg`` exist only there); on any other GPU
 :func:`available` is False and ozsim keeps the cuBLAS path.
 
-Status: the default for ``K <= 2048`` (:func:`ozsim.gemm._cuda_crt._fused_wanted`; override with
-``OZSIM_CRT_FUSED=0/1``). 168 registers, no spills. Checked on an H100 (2026-11-23) against exact
-FP64 products (``benchmarks/crt_fused_probe.py``, incl. ``|T| = 2**30``) and bitwise against the
-CPU (``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` 3.3.
+Status: the default for ``K <= 2048`` (:func:`ozsim.gemm._cuda_crt._fused_form`; override with
+``OZSIM_CRT_FUSED=0/1/3/4``). 168 registers, no spills. Checked on an H100 (2026-11-23) against
+exact FP64 products (``benchmarks/crt_fused_probe.py``, incl. ``|T| = 2**30``) and bitwise against
+the CPU (``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` 3.3. At small K the
+epilogue, not the tensor cores, bounds it (ncu at N = 28, d = 8: 43% of issue slots used, 5.2
+cycles per instruction, mostly fixed-latency dependencies); one epilogue per chain, specialised
+(tried), was slower at K = 1024-2048: the code grew from 8.6k to 13.6k instructions.
 
 References:
     [Ozaki2] K. Ozaki, Y. Uchino, T. Imamura, arXiv:2504.08009 (2025): one exact GEMM per
@@ -51,6 +62,11 @@ __all__ = ["BM", "BN", "BK", "available", "gemm_mod"]
 #: Tile of one CTA: rows of A (gate), columns of B (state), bytes of K per stage.
 BM, BN, BK = 128, 256, 128
 STAGES = 4
+#: K per launch: a longer K is split into launches that add their residues mod p into ``u``.
+#: A CTA streams its B panel (256 columns x K x 3 planes) for the whole work item, and the
+#: panels of the CTAs running together must stay in L2: at K = 16384 two groups' panels
+#: (24 MB) ran at 1.23-1.29 POP/s in some runs and 0.8-1.0 in others (RESULTS.md 3.3).
+K_CHUNK = 8192
 #: Column tiles per raster group (CTAs that run together share A and B tiles in L2): 2 was the
 #: fastest of 2, 4, 8, 16, 64 on an H100 (RESULTS.md 3.3; 8 ran at 45% of 2's rate at 16384^3).
 GROUP_N = 2
@@ -175,13 +191,21 @@ __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntile
 
 // Persistent: CTA b does work items b, b + gridDim.x, ...; the stage ring (and its mbarrier
 // phases) runs on across items, so the producer loads the next tile during the epilogue.
-// u[l] (2, m, ld) uint8 of modulus l; A residues rows (l 3 + t) mpa + i of the
-// (N 3 mpa, kpad) tensor `ta`, B residues rows (l 3 + t) nbp + j of `tb`; pm[l] = (p, M).
-extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod(
-    const __grid_constant__ TMap ta, const __grid_constant__ TMap tb, int mpa, int nbp,
-    int m, int ld, int kblocks, int mtiles, int ntiles, int num_moduli, int group,
-    const int2* __restrict__ pm, unsigned char* __restrict__ u)
+// FORM 3 (Karatsuba): A planes [Ar, Ai, Ar+Ai], B planes [Br, Bi, Br+Bi]; chains T1, T2, T3 of
+// one product each; u_re = (T1 - T2) mod p, u_im = (T3 - T1 - T2) mod p.
+// FORM 4 (direct): A planes [Ar, -Ai, Ar, Ai], B planes [Br, Bi]; chains D1 = Ar Br + (-Ai) Bi
+// and D2 = Ar Bi + Ai Br of two products each; u_re = D1 mod p, u_im = D2 mod p: a third more
+// tensor-core work, a third less B traffic, and an epilogue of two reductions and no kept bytes.
+// u[l] (2, m, ld) uint8 of modulus l; A residues rows (l PA + a) mpa + i of the (N PA mpa, kpad)
+// tensor `ta`, B residues rows (l PB + b) nbp + j of `tb`; pm[l] = (p, M).
+template <int FORM>
+__device__ __forceinline__ void gemm_mod_body(
+    const TMap& ta, const TMap& tb, int mpa, int nbp, int m, int ld, int kb0, int kblocks,
+    int mtiles, int ntiles, int num_moduli, int group, int acc, const int2* __restrict__ pm,
+    unsigned char* __restrict__ u)
 {
+    constexpr int PA = FORM == 4 ? 4 : 3, PB = FORM == 4 ? 2 : 3;
+    constexpr int CHAINS = FORM == 4 ? 2 : 3, LEN = FORM == 4 ? 2 : 1;
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) u64 bars[2 * STAGES];
     const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -203,19 +227,20 @@ extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod(
         if (threadIdx.x == 0) {
             int it = 0;
             for (int w = blockIdx.x; w < total; w += gridDim.x) {
-            int l, m0, n0;
-            decode(w, per_mod, mtiles, ntiles, group, l, m0, n0);
-            for (int t = 0; t < 3; ++t) {
-                const int ra = (l * 3 + t) * mpa + m0, rb = (l * 3 + t) * nbp + n0;
-                for (int kb = 0; kb < kblocks; ++kb, ++it) {
-                    const int s = it %% STAGES;
-                    if (it >= STAGES) mbar_wait(empty0 + 8 * s, ((it / STAGES) - 1) & 1);
-                    const u32 full = full0 + 8 * s, sa = base + s * STAGE_BYTES;
-                    mbar_expect_tx(full, STAGE_BYTES);
-                    tma_load(sa, &ta, kb * BK, ra, full);
-                    tma_load(sa + A_BYTES, &tb, kb * BK, rb, full);
+                int l, m0, n0;
+                decode(w, per_mod, mtiles, ntiles, group, l, m0, n0);
+                for (int q = 0; q < CHAINS * LEN; ++q) {
+                    const int bp = FORM == 4 ? ((q == 0 || q == 3) ? 0 : 1) : q;
+                    const int ra = (l * PA + q) * mpa + m0, rb = (l * PB + bp) * nbp + n0;
+                    for (int kb = 0; kb < kblocks; ++kb, ++it) {
+                        const int s = it %% STAGES;
+                        if (it >= STAGES) mbar_wait(empty0 + 8 * s, ((it / STAGES) - 1) & 1);
+                        const u32 full = full0 + 8 * s, sa = base + s * STAGE_BYTES;
+                        mbar_expect_tx(full, STAGE_BYTES);
+                        tma_load(sa, &ta, (kb0 + kb) * BK, ra, full);
+                        tma_load(sa + A_BYTES, &tb, (kb0 + kb) * BK, rb, full);
+                    }
                 }
-            }
             }
         }
         return;
@@ -226,78 +251,110 @@ extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod(
     int d[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) d[i] = 0;
-    u32 keep[32];  // byte i of keep[i / 4]: T1 mod p, then (T1 + T2) mod p, of accumulator i
+    constexpr int NKEEP = FORM == 4 ? 1 : 32;
+    u32 keep[NKEEP];  // FORM 3: byte i of keep[i / 4]: T1 mod p, then (T1 + T2) mod p
 #pragma unroll
-    for (int i = 0; i < 32; ++i) keep[i] = 0u;
+    for (int i = 0; i < NKEEP; ++i) keep[i] = 0u;
     const long long plane = (long long)m * ld;
     int it = 0;
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
-    int l, m0, n0;
-    decode(w, per_mod, mtiles, ntiles, group, l, m0, n0);
-    const int2 pmv = pm[l];
-    const u32 p = (u32)pmv.x, M = (u32)pmv.y;
-    unsigned char* ub = u + (long long)l * 2 * plane;
-    const int row0 = m0 + c * 64 + 16 * wq + (lane >> 2);
-    const int col0 = n0 + 2 * (lane & 3);
-    for (int t = 0; t < 3; ++t) {
-        for (int kb = 0; kb < kblocks; ++kb, ++it) {
-            const int s = it %% STAGES;
-            mbar_wait(full0 + 8 * s, (it / STAGES) & 1);
-            const u32 sa = base + s * STAGE_BYTES;
-            const u64 da = desc(sa + c * 64 * BK), db = desc(sa + A_BYTES);
-            fence_acc(d);
-            wg_fence();
-            mma(d, da, db, kb > 0);
-            mma(d, da + 2, db + 2, 1);  // +32 bytes of K: the next k32 step in the swizzle atom
-            mma(d, da + 4, db + 4, 1);
-            mma(d, da + 6, db + 6, 1);
-            wg_commit();
-            fence_acc(d);
-            if (kb > 0) {  // the previous stage's products are done: release it
-                wg_wait<1>();
-                fence_acc(d);
-                if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) %% STAGES));
+        int l, m0, n0;
+        decode(w, per_mod, mtiles, ntiles, group, l, m0, n0);
+        const int2 pmv = pm[l];
+        const u32 p = (u32)pmv.x, M = (u32)pmv.y;
+        unsigned char* ub = u + (long long)l * 2 * plane;
+        const int row0 = m0 + c * 64 + 16 * wq + (lane >> 2);
+        const int col0 = n0 + 2 * (lane & 3);
+#pragma unroll (FORM == 4 ? 2 : 1)  // FORM 3 unrolled spills (2 KB)
+        for (int t = 0; t < CHAINS; ++t) {
+            for (int j = 0; j < LEN; ++j) {
+                for (int kb = 0; kb < kblocks; ++kb, ++it) {
+                    const int s = it %% STAGES;
+                    mbar_wait(full0 + 8 * s, (it / STAGES) & 1);
+                    const u32 sa = base + s * STAGE_BYTES;
+                    const u64 da = desc(sa + c * 64 * BK), db = desc(sa + A_BYTES);
+                    const bool more = j > 0 || kb > 0;  // accumulate onto this chain
+                    fence_acc(d);
+                    wg_fence();
+                    mma(d, da, db, more);
+                    mma(d, da + 2, db + 2, 1);  // +32 bytes of K: the next k32 step in the atom
+                    mma(d, da + 4, db + 4, 1);
+                    mma(d, da + 6, db + 6, 1);
+                    wg_commit();
+                    fence_acc(d);
+                    if (more) {  // the previous stage's products are done: release it
+                        wg_wait<1>();
+                        fence_acc(d);
+                        if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) %% STAGES));
+                    }
+                }
             }
-        }
-        wg_wait<0>();
-        fence_acc(d);
-        if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) %% STAGES));
+            wg_wait<0>();
+            fence_acc(d);
+            if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) %% STAGES));
 
-        // epilogue of product t; accumulator i: row row0 + 8 ((i / 2) %% 2), column
-        // col0 + 8 (i / 4) + (i %% 2)
+            // epilogue of chain t; accumulator i: row row0 + 8 ((i / 2) %% 2), column
+            // col0 + 8 (i / 4) + (i %% 2)
 #pragma unroll
-        for (int i = 0; i < 128; i += 2) {
-            u32 out[2];
+            for (int i = 0; i < 128; i += 2) {
+                u32 out[2];
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int q = i + e;
-                const u32 r = modp(d[q], p, M);
-                const u32 prev = (keep[q >> 2] >> (8 * (q & 3))) & 0xffu;
-                u32 nk = r, o = 0u;
-                if (t == 1) {
-                    o = prev >= r ? prev - r : prev + p - r;  // (T1 - T2) mod p
-                    nk = prev + r >= p ? prev + r - p : prev + r;  // (T1 + T2) mod p
-                } else if (t == 2) {
-                    o = r >= prev ? r - prev : r + p - prev;  // (T3 - T1 - T2) mod p
+                for (int e = 0; e < 2; ++e) {
+                    const int q = i + e;
+                    const u32 r = modp(d[q], p, M);
+                    if (FORM == 4) {
+                        out[e] = r;
+                        continue;
+                    }
+                    const int kq = FORM == 4 ? 0 : (q >> 2);
+                    const u32 prev = (keep[kq] >> (8 * (q & 3))) & 0xffu;
+                    u32 nk = r, o = 0u;
+                    if (t == 1) {
+                        o = prev >= r ? prev - r : prev + p - r;  // (T1 - T2) mod p
+                        nk = prev + r >= p ? prev + r - p : prev + r;  // (T1 + T2) mod p
+                    } else if (t == 2) {
+                        o = r >= prev ? r - prev : r + p - prev;  // (T3 - T1 - T2) mod p
+                    }
+                    if (t == 0 && (q & 3) == 0) {
+                        keep[kq] = nk;
+                    } else if (t < 2) {
+                        const u32 mask = 0xffu << (8 * (q & 3));
+                        keep[kq] = (keep[kq] & ~mask) | (nk << (8 * (q & 3)));
+                    }
+                    out[e] = o;
                 }
-                if (t == 0 && (q & 3) == 0) {
-                    keep[q >> 2] = nk;
-                } else if (t < 2) {
-                    const u32 mask = 0xffu << (8 * (q & 3));
-                    keep[q >> 2] = (keep[q >> 2] & ~mask) | (nk << (8 * (q & 3)));
-                }
-                out[e] = o;
-            }
-            if (t > 0) {
-                const int row = row0 + 8 * ((i >> 1) & 1), col = col0 + 8 * (i >> 2);
-                if (row < m && col < ld) {
-                    unsigned char* dst = ub + (t == 2 ? plane : 0) + (long long)row * ld + col;
-                    *(unsigned short*)dst = (unsigned short)(out[0] | (out[1] << 8));
+                if (FORM == 4 || t > 0) {
+                    const int row = row0 + 8 * ((i >> 1) & 1), col = col0 + 8 * (i >> 2);
+                    if (row < m && col < ld) {
+                        const int pl = FORM == 4 ? t : t - 1;
+                        unsigned char* dst = ub + pl * plane + (long long)row * ld + col;
+                        if (acc) {  // a later K chunk: add the residues of the earlier ones
+                            const u32 prev = *(const unsigned short*)dst;
+                            const u32 s0 = out[0] + (prev & 0xffu), s1 = out[1] + (prev >> 8);
+                            out[0] = s0 >= p ? s0 - p : s0;
+                            out[1] = s1 >= p ? s1 - p : s1;
+                        }
+                        *(unsigned short*)dst = (unsigned short)(out[0] | (out[1] << 8));
+                    }
                 }
             }
         }
     }
-    }
+}
+
+#define GEMM_MOD_PARAMS const __grid_constant__ TMap ta, const __grid_constant__ TMap tb, \
+    int mpa, int nbp, int m, int ld, int kb0, int kblocks, int mtiles, int ntiles, \
+    int num_moduli, int group, int acc, const int2* __restrict__ pm, unsigned char* __restrict__ u
+#define GEMM_MOD_ARGS ta, tb, mpa, nbp, m, ld, kb0, kblocks, mtiles, ntiles, num_moduli, group, \
+    acc, pm, u
+
+extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod3(GEMM_MOD_PARAMS)
+{
+    gemm_mod_body<3>(GEMM_MOD_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod4(GEMM_MOD_PARAMS)
+{
+    gemm_mod_body<4>(GEMM_MOD_ARGS);
 }
 """ % {"bm": BM, "bn": BN, "bk": BK, "stages": STAGES, "regs": _REGS,
        "outs": _OUTS}
@@ -318,8 +375,8 @@ class _TMap(ctypes.Structure):
 
 
 def _compile():
-    """The module (``cupy.cuda.function.Module``) holding ``crt_gemm_mod``, compiled by NVRTC
-    for sm_90a."""
+    """The module (``cupy.cuda.function.Module``) holding ``crt_gemm_mod3`` and
+    ``crt_gemm_mod4``, compiled by NVRTC for sm_90a."""
     from cupy_backends.cuda.libs import nvrtc
 
     prog = nvrtc.createProgram(_SOURCE, "crt_gemm_mod.cu", [], [])
@@ -347,13 +404,14 @@ def available() -> bool:
         try:
             lib = ctypes.CDLL("libcuda.so.1")
             mod = _compile()
-            func = mod.get_function("crt_gemm_mod")
-            res = lib.cuFuncSetAttribute(ctypes.c_void_p(func.ptr),
-                                         _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         ctypes.c_int(_SMEM_BYTES))
-            if res != 0:
-                raise RuntimeError(f"cuFuncSetAttribute failed ({res})")
-            _state.update(lib=lib, module=mod, func=func)
+            funcs = {form: mod.get_function(f"crt_gemm_mod{form}") for form in (3, 4)}
+            for func in funcs.values():
+                res = lib.cuFuncSetAttribute(ctypes.c_void_p(func.ptr),
+                                             _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             ctypes.c_int(_SMEM_BYTES))
+                if res != 0:
+                    raise RuntimeError(f"cuFuncSetAttribute failed ({res})")
+            _state.update(lib=lib, module=mod, funcs=funcs)
             ok = True
         except Exception as exc:  # noqa: BLE001 - a capability probe: any failure means "no"
             _state["error"] = f"{type(exc).__name__}: {exc}"
@@ -380,14 +438,24 @@ def _tensor_map(ptr: int, rows: int, kpad: int, box_rows: int) -> _TMap:
 
 
 def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
-             ctas: int | None = None) -> None:
-    """``u[l] = [(T1 - T2) mod p_l, (T3 - T1 - T2) mod p_l]`` for every modulus ``l``, one launch
-    on the current CuPy stream (:func:`available` must be True).
+             ctas: int | None = None, k_chunk: int | None = None) -> None:
+    """``u[l] = [Re(A B) mod p_l, Im(A B) mod p_l]`` for every modulus ``l`` from INT8 residues,
+    one launch on the current CuPy stream (:func:`available` must be True).
+
+    Two forms, chosen by the number of planes of ``a_res``:
+
+    * Karatsuba (3 planes): ``u_re = (T1 - T2) mod p``, ``u_im = (T3 - T1 - T2) mod p`` with
+      ``T1 = Ar Br^T``, ``T2 = Ai Bi^T``, ``T3 = As Bs^T``: three INT8 GEMMs, ``|T| <= k 2**14``.
+    * direct (4 planes): ``u_re = (Ar Br^T + (-Ai) Bi^T) mod p``, ``u_im = (Ar Bi^T + Ai Br^T)
+      mod p``, each an INT32 chain of two INT8 GEMMs over K (``|D| <= k 2**15 < 2**31`` needs
+      ``kpad <= 32768``): four GEMMs, but B has two planes and the epilogue two reductions.
 
     Args:
         a_res (cupy.ndarray): ``(N, 3, mpa, kpad)`` int8 residues ``[Ar, Ai, Ar + Ai]`` of A's
-            rows per modulus, C-contiguous, ``kpad % 16 == 0`` (TMA strides).
-        b_res (cupy.ndarray): ``(N, 3, nbp, kpad)`` int8 residues of B's columns, C-contiguous.
+            rows per modulus, or ``(N, 4, mpa, kpad)`` ``[Ar, -Ai, Ar, Ai]`` (the direct form),
+            C-contiguous, ``kpad % 16 == 0`` (TMA strides).
+        b_res (cupy.ndarray): ``(N, 3, nbp, kpad)`` int8 residues ``[Br, Bi, Br + Bi]`` of B's
+            columns, or ``(N, 2, nbp, kpad)`` ``[Br, Bi]`` with 4-plane ``a_res``; C-contiguous.
         pm (cupy.ndarray): ``(N, 2)`` int32: ``p_l`` and ``crt_reduce``'s multiplier
             ``floor(2**39 / p_l) + 1`` as uint32 bits (``_cuda_crt.modulus_table``).
         u (cupy.ndarray): ``(N, 2, m, ld)`` uint8 output, C-contiguous, ``ld % 16 == 0``.
@@ -398,40 +466,51 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
         ctas: CTAs launched (persistent: each loops over work items); default one per
             multiprocessor; the number of work items ``N ceil(m / 128) ceil(ncols / 256)`` gives
             one work item per CTA (tuning; the results are the same).
+        k_chunk: K per launch, default :data:`K_CHUNK` (rounded down to a multiple of 128);
+            a later launch adds its residues to ``u`` mod p (``(x + y) mod p`` of two residues
+            is the residue of the sum, so the results are the same).
 
-    ``T1 = Ar Br^T``, ``T2 = Ai Bi^T``, ``T3 = As Bs^T`` over the stored K (exact INT32 sums). Every
-    ``u[l, :, i, j]`` with ``i < m``, ``j < min(nbp, ld)`` is written; columns up to the next
+    The products run over the stored K (exact INT32 sums). Every ``u[l, :, i, j]`` with ``i < m``, ``j < min(nbp, ld)`` is written; columns up to the next
     multiple of 256 below ``ld`` may get residues of the rows the last B tile overhangs into
     (the caller reads only its ``nb <= nbp`` columns).
 
     Raises:
-        ValueError: ``kpad`` or ``ld`` not a multiple of 16, or a non-contiguous array.
+        ValueError: ``kpad`` or ``ld`` not a multiple of 16, a non-contiguous array, planes
+            other than 3/3 or 4/2, or the direct form with ``kpad > 32768``.
         RuntimeError: the driver refused the tensor maps or the launch (its status code).
     """
-    N, _, mpa, kpad = a_res.shape
-    nbp = b_res.shape[2]
+    N, pa, mpa, kpad = a_res.shape
+    pb, nbp = b_res.shape[1], b_res.shape[2]
     if kpad % 16 or b_res.shape[3] != kpad or ld % 16:
         raise ValueError("crt_gemm_mod needs kpad and ld multiples of 16")
+    if (pa, pb) not in ((3, 3), (4, 2)) or b_res.shape[0] != N:
+        raise ValueError(f"crt_gemm_mod needs 3/3 (Karatsuba) or 4/2 (direct) residue planes "
+                         f"of N moduli, got A {a_res.shape}, B {b_res.shape}")
+    if pa == 4 and kpad > 32768:
+        raise ValueError(f"the direct form's INT32 chains overflow for kpad = {kpad} > 32768")
     if not (a_res.flags.c_contiguous and b_res.flags.c_contiguous and u.flags.c_contiguous):
         raise ValueError("crt_gemm_mod needs contiguous residues and output")
-    ta = _tensor_map(a_res.data.ptr, N * 3 * mpa, kpad, BM)
-    tb = _tensor_map(b_res.data.ptr, N * 3 * nbp, kpad, BN)
+    ta = _tensor_map(a_res.data.ptr, N * pa * mpa, kpad, BM)
+    tb = _tensor_map(b_res.data.ptr, N * pb * nbp, kpad, BN)
     mtiles, ntiles = -(-m // BM), -(-min(nbp, ld) // BN)
     total = mtiles * ntiles * N
     if ctas is None:
         ctas = _state.setdefault("sms", cp.cuda.Device().attributes["MultiProcessorCount"])
     grid = max(1, min(int(ctas), total))
-    args = [ta, tb, ctypes.c_int32(mpa), ctypes.c_int32(nbp), ctypes.c_int32(m),
-            ctypes.c_int32(ld), ctypes.c_int32(-(-kpad // BK)), ctypes.c_int32(mtiles),
-            ctypes.c_int32(ntiles), ctypes.c_int32(N),
-            ctypes.c_int32(max(1, int(GROUP_N if group is None else group))),
-            ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
-    params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
-                                             for a in args])
-    res = _state["lib"].cuLaunchKernel(
-        ctypes.c_void_p(_state["func"].ptr), ctypes.c_uint(grid), ctypes.c_uint(1),
-        ctypes.c_uint(1), ctypes.c_uint(384), ctypes.c_uint(1), ctypes.c_uint(1),
-        ctypes.c_uint(_SMEM_BYTES), ctypes.c_void_p(cp.cuda.get_current_stream().ptr), params,
-        None)
-    if res != 0:
-        raise RuntimeError(f"crt_gemm_mod launch failed ({res})")
+    kblocks = -(-kpad // BK)
+    step = max(1, int(K_CHUNK if k_chunk is None else k_chunk) // BK)
+    for kb0 in range(0, kblocks, step):
+        args = [ta, tb, ctypes.c_int32(mpa), ctypes.c_int32(nbp), ctypes.c_int32(m),
+                ctypes.c_int32(ld), ctypes.c_int32(kb0), ctypes.c_int32(min(step, kblocks - kb0)),
+                ctypes.c_int32(mtiles), ctypes.c_int32(ntiles), ctypes.c_int32(N),
+                ctypes.c_int32(max(1, int(GROUP_N if group is None else group))),
+                ctypes.c_int32(kb0 > 0), ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
+        params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
+                                                 for a in args])
+        res = _state["lib"].cuLaunchKernel(
+            ctypes.c_void_p(_state["funcs"][pa].ptr), ctypes.c_uint(grid), ctypes.c_uint(1),
+            ctypes.c_uint(1), ctypes.c_uint(384), ctypes.c_uint(1), ctypes.c_uint(1),
+            ctypes.c_uint(_SMEM_BYTES), ctypes.c_void_p(cp.cuda.get_current_stream().ptr),
+            params, None)
+        if res != 0:
+            raise RuntimeError(f"crt_gemm_mod launch failed ({res})")

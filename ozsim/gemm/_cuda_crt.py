@@ -40,7 +40,7 @@ crt           ``crt_finish`` (compiled per N): reads the ``2 N`` UINT8 residues 
 What still reaches HBM and need not: the INT32 planes (12 bytes per output per modulus, written by
 cuBLAS and read back by ``crt_reduce``). :mod:`ozsim.gemm._crt_wgmma` removes them (the three
 products of a modulus and the reduction in one Hopper ``wgmma`` kernel, 2 bytes per output and
-modulus); :func:`_fused_wanted` uses it by default where it was measured faster (``K <= 2048``:
+modulus); :func:`_fused_form` uses it by default where it was measured faster (``K <= 2048``:
 the state-vector shapes of gates up to 11 qubits; ``benchmarks/RESULTS.md``, section 3.3).
 
 Small integers are rounded and converted with FP64 exponent tricks (``rint_small``,
@@ -319,14 +319,15 @@ __device__ __forceinline__ void crt_pieces(
 extern "C" __global__ void crt_residues(
     const double2* __restrict__ x, long long rows, long long ra, long long k, long long kpad,
     long long sr, long long sc, const int* __restrict__ f, int bits, int nmod,
-    const double* __restrict__ cst, signed char* __restrict__ out, int qb, int rnd)
+    const double* __restrict__ cst, signed char* __restrict__ out, int qb, int rnd,
+    int planes)
 {
     const long long nq = kpad / 4;
     const int rb = qb ? 32 / qb : 1;
     const long long nrt = (ra + rb - 1) / rb;
     const long long total = qb ? nrt * ((nq + qb - 1) / qb) * 32 : ra * nq;
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long mstride = 3 * ra * kpad;
+    const long long mstride = planes * ra * kpad;
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += stride) {
         long long r, q;
@@ -351,15 +352,22 @@ extern "C" __global__ void crt_residues(
                     for (int i = 1; i < NH; ++i) acc += h[part][c][i] * w[i];  // exact
                     rr[part] = symmod(acc, p, ip, hi, lo);
                 }
-                const double rs = symmod(rr[0] + rr[1], p, ip, hi, lo);
+                // planes 4: -i (for p = 256, -(-128) = 128 wraps to -128, the same residue)
+                const double rs = planes == 4 ? -rr[1] : symmod(rr[0] + rr[1], p, ip, hi, lo);
                 wr |= ((unsigned int)int_small(rr[0]) & 0xffu) << (8 * c);
                 wi |= ((unsigned int)int_small(rr[1]) & 0xffu) << (8 * c);
                 ws |= ((unsigned int)int_small(rs) & 0xffu) << (8 * c);
             }
             signed char* d = dst + (long long)l * mstride;
             *(unsigned int*)d = wr;
-            *(unsigned int*)(d + ra * kpad) = wi;
-            *(unsigned int*)(d + 2 * ra * kpad) = ws;
+            if (planes == 4) {  // [r, -i, r, i]: the direct form of the fused products
+                *(unsigned int*)(d + ra * kpad) = ws;
+                *(unsigned int*)(d + 2 * ra * kpad) = wr;
+                *(unsigned int*)(d + 3 * ra * kpad) = wi;
+            } else {
+                *(unsigned int*)(d + ra * kpad) = wi;
+                if (planes == 3) *(unsigned int*)(d + 2 * ra * kpad) = ws;
+            }
         }
     }
 }
@@ -388,14 +396,15 @@ __device__ __forceinline__ float symmod32(float x, float p, float ip, float hi, 
 extern "C" __global__ void crt_residues32(
     const double2* __restrict__ x, long long rows, long long ra, long long k, long long kpad,
     long long sr, long long sc, const int* __restrict__ f, int bits, int nmod,
-    const float* __restrict__ cst, signed char* __restrict__ out, int qb, int rnd)
+    const float* __restrict__ cst, signed char* __restrict__ out, int qb, int rnd,
+    int planes)
 {
     const long long nq = kpad / 4;
     const int rb = qb ? 32 / qb : 1;
     const long long nrt = (ra + rb - 1) / rb;
     const long long total = qb ? nrt * ((nq + qb - 1) / qb) * 32 : ra * nq;
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long mstride = 3 * ra * kpad;
+    const long long mstride = planes * ra * kpad;
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += stride) {
         long long r, q;
@@ -423,14 +432,21 @@ extern "C" __global__ void crt_residues32(
                 float rs = rr[0] + rr[1];  // |rs| <= 256: one correction each way
                 if (rs > hi) rs -= p;
                 if (rs < lo) rs += p;
+                if (planes == 4) rs = -rr[1];  // -i (p = 256: 128 wraps to -128, same residue)
                 wr |= ((unsigned int)__float_as_int(rr[0] + RMAGIC32) & 0xffu) << (8 * c);
                 wi |= ((unsigned int)__float_as_int(rr[1] + RMAGIC32) & 0xffu) << (8 * c);
                 ws |= ((unsigned int)__float_as_int(rs + RMAGIC32) & 0xffu) << (8 * c);
             }
             signed char* d = dst + (long long)l * mstride;
             *(unsigned int*)d = wr;
-            *(unsigned int*)(d + ra * kpad) = wi;
-            *(unsigned int*)(d + 2 * ra * kpad) = ws;
+            if (planes == 4) {  // [r, -i, r, i]: the direct form of the fused products
+                *(unsigned int*)(d + ra * kpad) = ws;
+                *(unsigned int*)(d + 2 * ra * kpad) = wr;
+                *(unsigned int*)(d + 3 * ra * kpad) = wi;
+            } else {
+                *(unsigned int*)(d + ra * kpad) = wi;
+                if (planes == 3) *(unsigned int*)(d + 2 * ra * kpad) = ws;
+            }
         }
     }
 }
@@ -672,7 +688,7 @@ def _residue_table(num_moduli: int, weighted: bool, piece_bits: int, dtype):
 
 
 def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int, rows_alloc: int,
-                 rounding: bool = True, out=None):
+                 rounding: bool = True, out=None, planes: int = 3):
     """INT8 residues of the rows of ``x`` for all moduli, K-major: :func:`ozaki2.residues` on GPU.
 
     Args:
@@ -684,20 +700,25 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
         kpad: stored inner dimension (a multiple of 4).
         rows_alloc: stored rows (``>= rows``, a multiple of 4).
         rounding: round the scaled integers to nearest (else truncate): ``CRTPlan.rounding``.
-        out (cupy.ndarray): ``(N, 3, rows_alloc, kpad)`` int8 buffer, or ``None``.
+        out (cupy.ndarray): ``(N, planes, rows_alloc, kpad)`` int8 buffer, or ``None``.
+        planes: 3: ``[r, i, r + i]`` (Karatsuba products); 2: ``[r, i]``; 4: ``[r, -i, r, i]``
+            (the direct form of :func:`ozsim.gemm._crt_wgmma.gemm_mod`; ``-i`` of ``-128`` mod
+            256 is ``-128``, the same residue).
 
     Returns:
-        ``(N, 3, rows_alloc, kpad)`` int8: ``[l, :, :rows, :k]`` equals
+        ``(N, planes, rows_alloc, kpad)`` int8: for ``planes = 3``, ``[l, :, :rows, :k]`` equals
         ``ozaki2.residues(pieces_re, pieces_im, p_l, q_l or 1)`` (pieces from
         ``ozaki2.scaled_pieces(..., rounding=rounding)``); the padding is 0.
     """
+    if planes not in (2, 3, 4):
+        raise ValueError(f"planes must be 2, 3 or 4, not {planes}")
     rows, k = x.shape
     halves = max(1, -(-bits // HALF_BITS))
     pieces = max(1, -(-bits // PIECE32_BITS))
     if halves > MAX_HALVES:
         raise ValueError(f"kept bits {bits} exceed the {HALF_BITS * MAX_HALVES} this kernel holds")
     if out is None:
-        out = cp.empty((num_moduli, 3, rows_alloc, kpad), dtype=cp.int8)
+        out = cp.empty((num_moduli, planes, rows_alloc, kpad), dtype=cp.int8)
     if rows_alloc == 0 or kpad == 0:
         return out
     sr, sc = _cuda._strides(x) if rows and k else (1, 1)
@@ -717,7 +738,7 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
         (_cuda._grid(total),), (_THREADS,),
         (x, np.int64(rows), np.int64(rows_alloc), np.int64(k), np.int64(kpad), np.int64(sr),
          np.int64(sc), f, np.int32(bits), np.int32(num_moduli), cst, out, np.int32(qb),
-         np.int32(bool(rounding))))
+         np.int32(bool(rounding)), np.int32(planes)))
     return out
 
 
@@ -725,19 +746,20 @@ def _pad4(x: int) -> int:
     return -(-x // 4) * 4
 
 
-def prepared_residues(prep, bits: int, num_moduli: int, kpad: int, rounding: bool = True):
-    """A's residues ``(N, 3, mp, kpad)`` int8, cached on the prepared operand by ``(bits, N,
-    rounding)`` (a larger ``N`` with the same bits and rounding is reused: residues do not depend
-    on ``N``)."""
+def prepared_residues(prep, bits: int, num_moduli: int, kpad: int, rounding: bool = True,
+                      planes: int = 3):
+    """A's residues ``(N, planes, mp, kpad)`` int8 (:func:`residues_gpu`), cached on the prepared
+    operand by ``(bits, N, kpad, rounding, planes)`` (a larger ``N`` with the same bits and
+    rounding is reused: residues do not depend on ``N``)."""
     cache = prep._device_cache
-    for (b, n, kp, rd), r in cache.items():
-        if b == bits and kp == kpad and rd == rounding and n >= num_moduli:
+    for (b, n, kp, rd, pl), r in cache.items():
+        if b == bits and kp == kpad and rd == rounding and pl == planes and n >= num_moduli:
             return r[:num_moduli]
     m = prep.shape[0]
     with _cuda._stage("residues_a"):
         r = residues_gpu(prep.matrix, prep.norm_exponents, bits, num_moduli, weighted=True,
-                         kpad=kpad, rows_alloc=_pad4(m), rounding=rounding)
-    cache[(bits, num_moduli, kpad, rounding)] = r
+                         kpad=kpad, rows_alloc=_pad4(m), rounding=rounding, planes=planes)
+    cache[(bits, num_moduli, kpad, rounding, planes)] = r
     return r
 
 
@@ -763,41 +785,43 @@ def default_workspace_bytes(prep, plan) -> int:
     after A's residues (if not yet cached), at most :data:`WORKSPACE_CAP` bytes."""
     m, k = prep.shape
     cached = any(b == plan.bits_a and n >= plan.num_moduli and rd == plan.rounding
-                 for (b, n, _, rd) in prep._device_cache)
+                 for (b, n, _, rd, _) in prep._device_cache)
     reserve = 0 if cached else 3 * plan.num_moduli * _pad4(m) * _cuda.padded_k(k)
     return _cuda.default_workspace_bytes(reserve, WORKSPACE_CAP)
 
 
-#: Largest padded K for which :func:`_fused_wanted` picks the fused products by default.
-#: ``benchmarks/crt_fused_probe.py`` on an H100 (RESULTS.md 3.3), fused against cuBLAS INT8
-#: GEMMs + ``crt_reduce``: state shapes K = 256..2048 1.10-1.52x; K = 4096 (d = 12) 0.96-0.97x;
-#: squares 8192 and 16384 1.04-1.06x in isolation but a tie end to end, with run-to-run spread
-#: at 16384 (the fused kernel's L2 reuse is sensitive to the raster; cuBLASLt's is not).
+#: Largest padded K for which :func:`_fused_form` picks the fused products by default.
+#: ``benchmarks/crt_fused_probe.py`` on an H100 (RESULTS.md 3.3), fused (Karatsuba form) against
+#: cuBLAS INT8 GEMMs + ``crt_reduce``: state shapes K = 256..2048 1.10-1.52x; K = 4096 (d = 12)
+#: 0.96-0.97x; squares 8192 and 16384 1.04-1.06x in isolation but a tie end to end, with
+#: run-to-run spread at 16384 (its L2 reuse is sensitive to the raster; cuBLASLt's is not).
 FUSED_MAX_K = 2048
+def _fused_form(kpad: int) -> int:
+    """How :func:`int8_crt_zgemm_gpu` runs the INT8 products: 0 = cuBLAS INT32 planes and
+    ``crt_reduce``; 3 or 4 = fused with the reduction mod p (:mod:`ozsim.gemm._crt_wgmma`), in
+    Karatsuba's (3) or the direct (4) form. The results are the same integers in every case.
 
-
-def _fused_wanted(kpad: int) -> bool:
-    """Whether :func:`int8_crt_zgemm_gpu` runs the INT8 products with the reduction mod p fused
-    (:mod:`ozsim.gemm._crt_wgmma`) instead of cuBLAS INT32 planes and ``crt_reduce``.
-
-    ``OZSIM_CRT_FUSED=1``: always where the GPU has it (compute capability 9.0; a warning once
-    and the cuBLAS path elsewhere); ``0``: never; unset or ``auto``: where available and
-    ``kpad <= FUSED_MAX_K``. The results are the same integers either way.
+    ``OZSIM_CRT_FUSED``: ``0`` never fused; ``1`` or ``3`` always fused (Karatsuba) where the
+    GPU has it (compute capability 9.0; elsewhere a warning once and cuBLAS); ``4`` the direct
+    form (``kpad <= 32768``, else Karatsuba; slower than Karatsuba on every shape measured but
+    N = 28, d = 8, where it was 4% faster: RESULTS.md 3.3); unset or ``auto``: fused
+    (Karatsuba) where available and ``kpad <= FUSED_MAX_K``.
     """
     mode = os.environ.get("OZSIM_CRT_FUSED", "auto")
     if mode == "0":
-        return False
-    if mode != "1":
-        return kpad <= FUSED_MAX_K and _crt_wgmma.available()
+        return 0
+    form = 4 if mode == "4" and kpad <= 32768 else 3
+    if mode not in ("1", "3", "4"):
+        return form if kpad <= FUSED_MAX_K and _crt_wgmma.available() else 0
     if _crt_wgmma.available():
-        return True
+        return form
     state = _crt_wgmma._state
     if not state.get("warned"):  # asked for, not there: say so once, then the cuBLAS path
         state["warned"] = True
-        warnings.warn(f"OZSIM_CRT_FUSED=1, but the fused scheme II kernel is unavailable "
+        warnings.warn(f"OZSIM_CRT_FUSED={mode}, but the fused scheme II kernel is unavailable "
                       f"({state.get('error')}): cuBLAS products are used (same results)",
                       RuntimeWarning, stacklevel=3)
-    return False
+    return 0
 
 
 def _pad16(x: int) -> int:
@@ -850,18 +874,20 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         out = cp.empty((m, n), dtype=cp.complex128)
     if m == 0 or n == 0:
         return out
-    fused = _fused_wanted(_pad16(k))
+    form = _fused_form(_pad16(k))
+    fused = form > 0
+    pa, pb = (4, 2) if form == 4 else (3, 3)  # residue planes of A and B
     kpad = _pad16(k) if fused else _cuda.padded_k(k)  # TMA rows: multiples of 16 bytes
     mp = _pad4(m)
     # B residues, INT32 planes (not with the fused products), UINT8 u
-    per_col = 3 * N * kpad + (0 if fused else 12 * mp) + 2 * N * m + 16
+    per_col = pb * N * kpad + (0 if fused else 12 * mp) + 2 * N * m + 16
     nb = max(4, min(_pad4(n), int(workspace_bytes) // per_col // 4 * 4))
-    if fused:  # TMA row coordinates (l 3 + t) nbp + j are int32
-        nb = min(nb, (2**31 - 2**20) // (3 * N) // 16 * 16)
+    if fused:  # TMA row coordinates (l pb + t) nbp + j are int32
+        nb = min(nb, (2**31 - 2**20) // (pb * N) // 16 * 16)
     nb = min(nb, n)
     nbp = _pad4(nb)
-    a_res = prepared_residues(prep, ga, N, kpad, plan.rounding)
-    b_res = cp.empty((N, 3, nbp, kpad), dtype=cp.int8)
+    a_res = prepared_residues(prep, ga, N, kpad, plan.rounding, planes=pa)
+    b_res = cp.empty((N, pb, nbp, kpad), dtype=cp.int8)
     planes = None if fused else cp.empty((3, mp, nbp), dtype=cp.int32)
     ldu = _pad16(nb) if fused else nbp
     u = cp.empty((N, 2, m, ldu), dtype=cp.uint8)
@@ -869,7 +895,7 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
     cst = _crt_constants_gpu(N)
     so_r, so_c = _cuda._strides(out)
     last_stats = {"m": m, "k": k, "n": n, "num_moduli": N, "bits": (ga, gb), "kpad": kpad,
-                  "block_columns": nb, "blocks": -(-n // nb), "fused": fused,
+                  "block_columns": nb, "blocks": -(-n // nb), "fused": fused, "form": form,
                   "a_residue_bytes": int(a_res.nbytes),
                   "workspace_bytes": int(b_res.nbytes + u.nbytes
                                          + (0 if planes is None else planes.nbytes))}
@@ -880,11 +906,11 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
     for j0 in range(0, n, nb):
         nbj = min(n, j0 + nb) - j0
         nbpj = _pad4(nbj)
-        bres = b_res.ravel()[: N * 3 * nbpj * kpad].reshape(N, 3, nbpj, kpad)
+        bres = b_res.ravel()[: N * pb * nbpj * kpad].reshape(N, pb, nbpj, kpad)
         with _cuda._stage("residues_b"):
             residues_gpu(b[:, j0 : j0 + nbj].T, b_exponents[j0 : j0 + nbj], gb, N,
                          weighted=False, kpad=kpad, rows_alloc=nbpj, rounding=plan.rounding,
-                         out=bres)
+                         out=bres, planes=pb)
         ld = _pad16(nbj) if fused else nbpj
         uj = u.ravel()[: N * 2 * m * ld].reshape(N, 2, m, ld)
         if fused:
