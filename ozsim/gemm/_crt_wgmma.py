@@ -64,8 +64,9 @@ BM, BN, BK = 128, 256, 128
 STAGES = 4
 #: K per launch: a longer K is split into launches that add their residues mod p into ``u``.
 #: A CTA streams its B panel (256 columns x K x 3 planes) for the whole work item, and the
-#: panels of the CTAs running together must stay in L2: at K = 16384 two groups' panels
-#: (24 MB) ran at 1.23-1.29 POP/s in some runs and 0.8-1.0 in others (RESULTS.md 3.3).
+#: panels of the CTAs running together must stay in L2; at K = 16384 one launch ran at 1.23-1.29
+#: POP/s on some machines and 0.8-1.0 on others; on one of the latter, chunks of 8192 took 385 ms
+#: against 429 ms for one launch (RESULTS.md 3.3).
 K_CHUNK = 8192
 #: Column tiles per raster group (CTAs that run together share A and B tiles in L2): 2 was the
 #: fastest of 2, 4, 8, 16, 64 on an H100 (RESULTS.md 3.3; 8 ran at 45% of 2's rate at 16384^3).
