@@ -250,45 +250,36 @@ def test_fused_default_rule_and_overrides(monkeypatch):
         assert np.array_equal(got.get(), zgemm(a, b, backend="int8-crt16")), (k, env)
 
 
-def test_fused_direct_extreme_products():
-    """The direct form at its bound: every residue -128 with k = 32768, so |D1| = 2**30, for all
-    20 moduli, against Python integers."""
+@pytest.mark.parametrize("form, k", [(3, 65536), (4, 32768)])
+def test_fused_extreme_products(form, k):
+    """Every residue -128 (Bi: 127 on even columns) at each form's bound, all 20 moduli (256 down
+    to 173), against Python integers, in one launch and in the default K chunks. Karatsuba at
+    k = 65536: |T1| = |T3| = 2**30, |T2| up to 2**30; direct at k = 32768: |D1| = |D2| up to
+    2**30."""
     wg = _fused_or_skip()
     moduli = crt_constants(20).moduli
-    N, m, n, k = 20, 5, 40, 32768
-    a_res = cp.full((N, 4, 8, k), -128, dtype=cp.int8)
-    b_res = cp.full((N, 2, n, k), -128, dtype=cp.int8)
-    b_res[:, 1, ::2] = 127  # Bi: 127 on even columns
-    u = cp.zeros((N, 2, m, 48), dtype=cp.uint8)
-    wg.gemm_mod(a_res, b_res, _cuda_crt.modulus_table(N), u, m, 48, k_chunk=k)  # one launch
-    got = u.get()[:, :, :, :n].astype(np.int64)
-    bi = np.where(np.arange(n) % 2 == 0, 127, -128)
-    d1 = k * 128 * 128 + k * -128 * bi  # Ar Br + A1 Bi
-    d2 = k * -128 * bi + k * 128 * 128  # A2 Bi + A3 Br
-    for i, p in enumerate(moduli):
-        assert np.array_equal(got[i, 0], np.broadcast_to(d1 % p, (m, n))), p
-        assert np.array_equal(got[i, 1], np.broadcast_to(d2 % p, (m, n))), p
-    with pytest.raises(ValueError, match="overflow"):
-        wg.gemm_mod(cp.zeros((2, 4, 8, 32784), cp.int8), cp.zeros((2, 2, 8, 32784), cp.int8),
-                    _cuda_crt.modulus_table(2), cp.zeros((2, 2, 5, 16), cp.uint8), 5, 16)
-
-
-def test_fused_extreme_products():
-    """Every residue -128 with k = 65536: |T1| = |T3| = 2**30 and |T2| up to 2**30, for all 20
-    moduli (256 down to 173), against Python integers."""
-    wg = _fused_or_skip()
-    moduli = crt_constants(20).moduli
-    N, m, n, k = 20, 5, 40, 65536
-    a_res = cp.full((N, 3, 8, k), -128, dtype=cp.int8)
-    b_res = cp.full((N, 3, n, k), -128, dtype=cp.int8)
+    N, m, n = 20, 5, 40
+    pa, pb = (3, 3) if form == 3 else (4, 2)
+    a_res = cp.full((N, pa, 8, k), -128, dtype=cp.int8)
+    b_res = cp.full((N, pb, n, k), -128, dtype=cp.int8)
     b_res[:, 1, ::2] = 127  # Bi: 127 on even columns
     bi = np.where(np.arange(n) % 2 == 0, 127, -128)
-    t1 = k * 128 * 128
-    t2 = k * -128 * bi
-    for k_chunk in (k, None):  # one launch (|T| = 2**30), and the default K chunks
+    t1, t2 = k * 128 * 128, k * -128 * bi  # (-128)(-128) and (-128) Bi summed over k
+    # Karatsuba: u_re = T1 - T2, u_im = T3 - T1 - T2 with T3 = T1 (the third planes are -128
+    # too); direct: D1 = A0 Br + A1 Bi, D2 = A2 Bi + A3 Br, every A plane -128
+    want = (t1 - t2, -t2) if form == 3 else (t1 + t2, t1 + t2)
+    for k_chunk in (k, None):  # one launch (the bound), and the default K chunks
         u = cp.zeros((N, 2, m, 48), dtype=cp.uint8)
         wg.gemm_mod(a_res, b_res, _cuda_crt.modulus_table(N), u, m, 48, k_chunk=k_chunk)
         got = u.get()[:, :, :, :n].astype(np.int64)
         for i, p in enumerate(moduli):
-            assert np.array_equal(got[i, 0], np.broadcast_to((t1 - t2) % p, (m, n))), p
-            assert np.array_equal(got[i, 1], np.broadcast_to((t1 - t1 - t2) % p, (m, n))), p
+            for j in range(2):
+                assert np.array_equal(got[i, j], np.broadcast_to(want[j] % p, (m, n))), (p, j)
+
+
+def test_fused_direct_rejects_overflowing_k():
+    """The direct form's INT32 chains hold k 2**15: kpad > 32768 is refused, not wrapped."""
+    wg = _fused_or_skip()
+    with pytest.raises(ValueError, match="overflow"):
+        wg.gemm_mod(cp.zeros((2, 4, 8, 32784), cp.int8), cp.zeros((2, 2, 8, 32784), cp.int8),
+                    _cuda_crt.modulus_table(2), cp.zeros((2, 2, 5, 16), cp.uint8), 5, 16)
