@@ -15,8 +15,9 @@ whole ``zgemm`` call, both operands' analysis and residues included):
 - per-stage breakdown (CUDA events: analyse / residues A / residues B / INT8 GEMMs / reduce /
   CRT) of one scheme II run per square shape.
 - state-vector GEMMs: a Haar ``2**d x 2**d`` gate times a Gaussian ``2**d x 2**(N-d)`` state.
-- ``--fused 0,1`` runs every scheme II row with the cuBLAS products + ``crt_reduce`` and with the
-  fused products of ``ozsim.gemm._crt_wgmma`` (``OZSIM_CRT_FUSED``), labelled ``+f``.
+- ``--fused 0,3,auto`` runs every scheme II row once per ``OZSIM_CRT_FUSED`` mode: cuBLAS
+  products + ``crt_reduce`` (0), the fused products of ``ozsim.gemm._crt_wgmma`` forced (1 or 3:
+  ``+f``/``+f3``; 4, the direct form: ``+f4``), the default choice (auto, ``+a``).
 - brickwork circuits (``ozsim.gates.brickwork``, depth 4, fusion off: one GEMM per gate) through
   ``Simulator``: wall time of the second run of the circuit (the first compiles kernels and
   tunes cuBLASLt for its shapes) and the relative error of Re<0|psi> against the zgemm run.
@@ -38,9 +39,8 @@ from gemm_bench import _cupy as _cp  # noqa: E402  (benchmarks/ is on sys.path a
 from gemm_bench import gpu_name, square_inputs, state_inputs, timed  # noqa: E402
 
 
-#: ``--fused`` modes: scheme II rows are run once per mode (``OZSIM_CRT_FUSED``); a row of the
-#: fused products (``ozsim.gemm._crt_wgmma``) is labelled with a trailing ``+f``, of the default
-#: choice (``auto``: fused where ``kpad <= _cuda_crt.FUSED_MAX_K``) with ``+a``.
+#: ``--fused`` modes: scheme II rows are run once per mode (``OZSIM_CRT_FUSED``), labelled with
+#: :data:`_MODE_SUFFIX` (``auto``: fused where ``kpad <= _cuda_crt.FUSED_MAX_K``).
 FUSED_MODES = ["auto"]
 
 
@@ -52,8 +52,11 @@ def _backends(ts, fixed):
     return out
 
 
+_MODE_SUFFIX = {"1": "+f", "3": "+f3", "4": "+f4", "auto": "+a"}
+
+
 def _label(backend, T, mode):
-    return backend + ("" if T is None else f" T={T:g}") + {"1": "+f", "3": "+f3", "4": "+f4", "auto": "+a"}.get(mode, "")
+    return backend + ("" if T is None else f" T={T:g}") + _MODE_SUFFIX.get(mode, "")
 
 
 def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):
@@ -164,9 +167,10 @@ def main(argv=None) -> int:
     p.add_argument("--phi", default="1", help="phi of the square inputs, comma-separated")
     p.add_argument("--stages", default="", help="backend whose stages to time per square shape "
                    "(default: int8-crt{last --fixed}); 'auto0' = int8-crt-auto T=0")
-    p.add_argument("--fused", default="auto", help="OZSIM_CRT_FUSED modes for the scheme II rows, "
-                   "comma-separated: 0 (cuBLAS products + reduce), 1 (fused wgmma kernel), "
-                   "auto (the default choice)")
+    p.add_argument("--fused", default="auto",
+                   help="OZSIM_CRT_FUSED modes for the scheme II rows, comma-separated: "
+                   "0 (cuBLAS products + reduce), 1 or 3 (fused wgmma kernel), "
+                   "4 (its direct form), auto (the default choice)")
     p.add_argument("--json", default="benchmarks/results/crt_bench.json")
     args = p.parse_args(argv)
     FUSED_MODES[:] = [x for x in args.fused.split(",") if x]

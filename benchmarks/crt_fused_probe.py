@@ -75,8 +75,8 @@ def check(m, k, n, N, seed, extreme=False, form=3, **kw):
     from ozsim.gemm.ozaki2 import crt_constants
 
     moduli = crt_constants(N).moduli
-    kpad = -(-k // 16) * 16
-    mpa, nbp = -(-m // 4) * 4, -(-n // 4) * 4
+    c = _cuda_crt
+    kpad, mpa, nbp, ld = c._pad16(k), c._pad4(m), c._pad4(n), c._pad16(n)
     pa, pb = (4, 2) if form == 4 else (3, 3)
     if extreme:
         a_res = cp.full((N, pa, mpa, kpad), -128, dtype=cp.int8)
@@ -87,7 +87,6 @@ def check(m, k, n, N, seed, extreme=False, form=3, **kw):
         b_res = random_int8((N, pb, nbp, kpad), 2 * seed + 1)
     a_res[:, :, :, k:] = 0
     b_res[:, :, :, k:] = 0
-    ld = -(-n // 16) * 16
     u = cp.full((N, 2, m, ld), 255, dtype=cp.uint8)
     pm = _cuda_crt.modulus_table(N)
     _crt_wgmma.gemm_mod(a_res, b_res, pm, u, m, ld, **kw)
@@ -101,19 +100,19 @@ def check(m, k, n, N, seed, extreme=False, form=3, **kw):
     return bad == 0
 
 
-def time_both(label, m, k, n, N, reps, groups=(8,), one_shot=True):
-    """Times the fused kernel (persistent, one raster group width per entry of ``groups``; and,
-    if ``one_shot``, one CTA per work item) against cuBLAS + ``crt_reduce``; checks they agree."""
+def time_both(label, m, k, n, N, reps, groups):
+    """Times the fused kernel (persistent, one raster group width per entry of ``groups``, None
+    = ``GROUP_N``; and one CTA per work item) against cuBLAS + ``crt_reduce``; checks they
+    agree."""
     cp = _cp()
     from ozsim.gemm import _crt_wgmma, _cuda, _cuda_crt
     from ozsim.gemm.ozaki2 import crt_constants
 
     moduli = crt_constants(N).moduli
-    kpad = -(-k // 16) * 16
-    mpa, nbp = -(-m // 4) * 4, -(-n // 4) * 4
+    c = _cuda_crt
+    kpad, mpa, nbp, ld = c._pad16(k), c._pad4(m), c._pad4(n), c._pad16(n)
     a_res = random_int8((N, 3, mpa, kpad), 11)
     b_res = random_int8((N, 3, nbp, kpad), 12)
-    ld = -(-n // 16) * 16
     u1 = cp.empty((N, 2, m, ld), dtype=cp.uint8)
     u2 = cp.empty((N, 2, m, nbp), dtype=cp.uint8)
     pm = _cuda_crt.modulus_table(N)
@@ -122,11 +121,11 @@ def time_both(label, m, k, n, N, reps, groups=(8,), one_shot=True):
     _cuda.cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
     _cuda.cublas.setPointerMode(handle, _cuda._POINTER_MODE_HOST)
 
-    variants = {f"persistent g{g}": {"group": g} for g in groups}
+    gname = {g: f"g{g or _crt_wgmma.GROUP_N}" for g in groups}
+    variants = {f"persistent {gname[g]}": {"group": g} for g in groups}
     if kpad > 8192:  # one launch over the whole K against the default K chunks
-        variants.update({f"whole K g{g}": {"group": g, "k_chunk": kpad} for g in groups})
-    if one_shot:
-        variants["one CTA per tile"] = {"ctas": 2**31 - 1}
+        variants.update({f"whole K {gname[g]}": {"group": g, "k_chunk": kpad} for g in groups})
+    variants["one CTA per tile"] = {"ctas": 2**31 - 1}
     # the direct form on residues [Ar, -Ai, Ar, Ai] x [Br, Bi] of the same A and B (its u equals
     # the Karatsuba u only where As = Ar + Ai mod p, which random planes are not: not compared)
     a4 = b2 = None
@@ -135,7 +134,7 @@ def time_both(label, m, k, n, N, reps, groups=(8,), one_shot=True):
                                             a_res[:, 1]], 1))
         b2 = cp.ascontiguousarray(b_res[:, :2])
         for g in groups:
-            variants[f"direct g{g}"] = {"group": g, "_direct": True}
+            variants[f"direct {gname[g]}"] = {"group": g, "_direct": True}
     t_c = timed(lambda: _cuda_crt._products_cublas(handle, a_res, b_res, planes, u2, moduli,
                                                      m, kpad), reps)
     ops = 3 * N * 2.0 * m * n * kpad
@@ -157,6 +156,10 @@ def time_both(label, m, k, n, N, reps, groups=(8,), one_shot=True):
     return rows
 
 
+def _groups(text):
+    return [int(g) for g in text.split(",") if g] or [None]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=5)
@@ -164,8 +167,9 @@ def main(argv=None) -> int:
     p.add_argument("--state-d", default="8,9,10,11,12")
     p.add_argument("--state-qubits", type=int, default=28)
     p.add_argument("--moduli", type=int, default=16)
-    p.add_argument("--groups", default="8", help="raster group widths to time (squares)")
-    p.add_argument("--state-groups", default="8", help="raster group widths to time (states)")
+    p.add_argument("--groups", default="", help="raster group widths to time (squares), "
+                   "comma-separated; default _crt_wgmma.GROUP_N")
+    p.add_argument("--state-groups", default="", help="the same for the state shapes")
     p.add_argument("--state-moduli", type=int, default=15)
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
@@ -207,12 +211,12 @@ def main(argv=None) -> int:
         print("CHECKS FAILED", flush=True)
     for n in [int(x) for x in args.square.split(",") if x]:
         out["timing"] += time_both(f"square {n}", n, n, n, args.moduli, args.reps,
-                                   groups=[int(g) for g in args.groups.split(",")])
+                                   groups=_groups(args.groups))
         cp.get_default_memory_pool().free_all_blocks()
     for d in [int(x) for x in args.state_d.split(",") if x]:
         out["timing"] += time_both(f"N={args.state_qubits} d={d}", 2**d, 2**d,
                                    2 ** (args.state_qubits - d), args.state_moduli, args.reps,
-                                   groups=[int(g) for g in args.state_groups.split(",")])
+                                   groups=_groups(args.state_groups))
         cp.get_default_memory_pool().free_all_blocks()
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)

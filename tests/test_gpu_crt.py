@@ -176,7 +176,7 @@ def test_loss_moments_of_prepared_operand_match():
     assert np.array_equal(ozaki1.row_exponents(a), _cuda.analyse(cp.asarray(a), False)[0].get())
 
 
-# -- the fused products (ozsim.gemm._crt_wgmma; default for K <= FUSED_MAX_K, OZSIM_CRT_FUSED) ------
+# -- the fused products (ozsim.gemm._crt_wgmma; default for K <= FUSED_MAX_K) --------------------
 def _fused_or_skip():
     from ozsim.gemm import _crt_wgmma
 
@@ -233,7 +233,7 @@ def test_fused_k_chunks_equal_to_cpu(form, monkeypatch):
 
 
 def test_fused_default_rule_and_overrides(monkeypatch):
-    """Unset: fused for K <= FUSED_MAX_K, cuBLAS above; 0 and 1 force; results equal either way."""
+    """Unset: fused for K <= FUSED_MAX_K, cuBLAS above; 0, 1, 3, 4 force; results always equal."""
     _fused_or_skip()
     monkeypatch.delenv("OZSIM_CRT_FUSED", raising=False)
     kmax = _cuda_crt.FUSED_MAX_K

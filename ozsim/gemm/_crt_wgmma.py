@@ -441,7 +441,7 @@ def _tensor_map(ptr: int, rows: int, kpad: int, box_rows: int) -> _TMap:
 def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
              ctas: int | None = None, k_chunk: int | None = None) -> None:
     """``u[l] = [Re(A B) mod p_l, Im(A B) mod p_l]`` for every modulus ``l`` from INT8 residues,
-    one launch on the current CuPy stream (:func:`available` must be True).
+    one launch per K chunk on the current CuPy stream (:func:`available` must be True).
 
     Two forms, chosen by the number of planes of ``a_res``:
 
@@ -471,9 +471,10 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
             a later launch adds its residues to ``u`` mod p (``(x + y) mod p`` of two residues
             is the residue of the sum, so the results are the same).
 
-    The products run over the stored K (exact INT32 sums). Every ``u[l, :, i, j]`` with ``i < m``, ``j < min(nbp, ld)`` is written; columns up to the next
-    multiple of 256 below ``ld`` may get residues of the rows the last B tile overhangs into
-    (the caller reads only its ``nb <= nbp`` columns).
+    The products run over the stored K (exact INT32 sums). Every ``u[l, :, i, j]`` with
+    ``i < m``, ``j < min(nbp, ld)`` is written; columns up to the next multiple of 256 below
+    ``ld`` may get residues of the rows the last B tile overhangs into (the caller reads only its
+    ``nb <= nbp`` columns).
 
     Raises:
         ValueError: ``kpad`` or ``ld`` not a multiple of 16, a non-contiguous array, planes

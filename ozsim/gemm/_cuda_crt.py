@@ -751,16 +751,24 @@ def prepared_residues(prep, bits: int, num_moduli: int, kpad: int, rounding: boo
     """A's residues ``(N, planes, mp, kpad)`` int8 (:func:`residues_gpu`), cached on the prepared
     operand by ``(bits, N, kpad, rounding, planes)`` (a larger ``N`` with the same bits and
     rounding is reused: residues do not depend on ``N``)."""
-    cache = prep._device_cache
-    for (b, n, kp, rd, pl), r in cache.items():
-        if b == bits and kp == kpad and rd == rounding and pl == planes and n >= num_moduli:
-            return r[:num_moduli]
+    r = _cached_residues(prep, bits, num_moduli, kpad, rounding, planes)
+    if r is not None:
+        return r
     m = prep.shape[0]
     with _cuda._stage("residues_a"):
         r = residues_gpu(prep.matrix, prep.norm_exponents, bits, num_moduli, weighted=True,
                          kpad=kpad, rows_alloc=_pad4(m), rounding=rounding, planes=planes)
-    cache[(bits, num_moduli, kpad, rounding, planes)] = r
+    prep._device_cache[(bits, num_moduli, kpad, rounding, planes)] = r
     return r
+
+
+def _cached_residues(prep, bits: int, num_moduli: int, kpad: int, rounding: bool, planes: int):
+    """A's cached residues for this layout (the first ``num_moduli`` of a larger ``N``), or
+    ``None``."""
+    for (b, n, kp, rd, pl), r in prep._device_cache.items():
+        if b == bits and kp == kpad and rd == rounding and pl == planes and n >= num_moduli:
+            return r[:num_moduli]
+    return None
 
 
 def _crt_constants_gpu(num_moduli: int):
@@ -784,9 +792,9 @@ def default_workspace_bytes(prep, plan) -> int:
     """Default working memory of :func:`int8_crt_zgemm_gpu`: half the free device memory left
     after A's residues (if not yet cached), at most :data:`WORKSPACE_CAP` bytes."""
     m, k = prep.shape
-    cached = any(b == plan.bits_a and n >= plan.num_moduli and rd == plan.rounding
-                 for (b, n, _, rd, _) in prep._device_cache)
-    reserve = 0 if cached else 3 * plan.num_moduli * _pad4(m) * _cuda.padded_k(k)
+    _, pa, _, kpad = _layout(k)
+    cached = _cached_residues(prep, plan.bits_a, plan.num_moduli, kpad, plan.rounding, pa)
+    reserve = 0 if cached is not None else pa * plan.num_moduli * _pad4(m) * kpad
     return _cuda.default_workspace_bytes(reserve, WORKSPACE_CAP)
 
 
@@ -796,6 +804,8 @@ def default_workspace_bytes(prep, plan) -> int:
 #: 0.96-0.97x; squares 8192 and 16384 1.04-1.06x in isolation but a tie end to end, with
 #: run-to-run spread at 16384 (its L2 reuse is sensitive to the raster; cuBLASLt's is not).
 FUSED_MAX_K = 2048
+
+
 def _fused_form(kpad: int) -> int:
     """How :func:`int8_crt_zgemm_gpu` runs the INT8 products: 0 = cuBLAS INT32 planes and
     ``crt_reduce``; 3 or 4 = fused with the reduction mod p (:mod:`ozsim.gemm._crt_wgmma`), in
@@ -826,6 +836,15 @@ def _fused_form(kpad: int) -> int:
 
 def _pad16(x: int) -> int:
     return -(-x // 16) * 16
+
+
+def _layout(k: int) -> tuple[int, int, int, int]:
+    """``(form, A planes, B planes, stored K)`` of :func:`int8_crt_zgemm_gpu` for inner
+    dimension ``k``: the fused products (:func:`_fused_form`) need TMA rows of 16-byte multiples
+    and 4/2 residue planes in the direct form; cuBLAS's K is :func:`_cuda.padded_k`."""
+    form = _fused_form(_pad16(k))
+    pa, pb = (4, 2) if form == 4 else (3, 3)
+    return form, pa, pb, (_pad16(k) if form else _cuda.padded_k(k))
 
 
 def reduce_multiplier(p: int) -> np.uint32:
@@ -874,10 +893,8 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         out = cp.empty((m, n), dtype=cp.complex128)
     if m == 0 or n == 0:
         return out
-    form = _fused_form(_pad16(k))
+    form, pa, pb, kpad = _layout(k)
     fused = form > 0
-    pa, pb = (4, 2) if form == 4 else (3, 3)  # residue planes of A and B
-    kpad = _pad16(k) if fused else _cuda.padded_k(k)  # TMA rows: multiples of 16 bytes
     mp = _pad4(m)
     # B residues, INT32 planes (not with the fused products), UINT8 u
     per_col = pb * N * kpad + (0 if fused else 12 * mp) + 2 * N * m + 16
