@@ -31,8 +31,8 @@ INT8 GEMMs    per modulus three ``cublasGemmEx`` INT8 -> INT32 "TN" products (Ka
 reduce        ``crt_reduce``: per modulus, reads the three INT32 planes and writes the residues
               ``u_re = (T1 - T2) mod p`` and ``u_im = (T3 - T1 - T2) mod p`` as UINT8 (2 bytes
               per output instead of 12), in integer arithmetic (multiply-high by a reciprocal).
-crt           ``crt_finish`` (compiled per N): reads the ``2 N`` UINT8 residues of an output,
-              forms the quotient and the base-2**40 digit sums in registers, carries, rounds
+crt           ``crt_finish`` (compiled per N): a thread takes 4 adjacent outputs of a row and
+              reads their ``2 N`` UINT8 residues as ``2 N`` words, forms per output the quotient and the base-2**40 digit sums in registers, carries, rounds
               once, ``ldexp`` by the row and column exponents and writes the complex128 result
               (any strides).
 ============  ===================================================================================
@@ -500,12 +500,12 @@ extern "C" __global__ void crt_reduce(
 }
 
 // CRT reconstruction (ozaki2._CRTAccumulator), NMODC moduli and NLIMBC digits fixed at compile
-// time: u is (NMODC, 2, m, ld) UINT8; cst holds 1/p (NMODC), then the digits of P/p ((NMODC,
-// NLIMBC), lowest first), then the digits of P (NLIMBC), staged in shared memory.
-// out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). One output per thread
-// (blockIdx.y: row i - i0, x: columns), no grid-stride loop (so the constants stay in shared memory):
-// the 2 NMODC byte loads are independent and issued together; bytes become FP64 by an exponent
-// trick rather than a conversion.
+// time: u is (NMODC, 2, m, ld) UINT8 (ld a multiple of 4); cst holds 1/p (NMODC), then the digits
+// of P/p ((NMODC, NLIMBC), lowest first), then the digits of P (NLIMBC), staged in shared memory.
+// out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). Each thread takes 4
+// adjacent columns of row i (blockIdx.y: i - i0): 2 NMODC independent 4-byte loads (one word per
+// plane, 4 columns), bytes to FP64 by an exponent trick rather than a conversion; no grid-stride
+// loop (so the constants stay in shared memory).
 extern "C" __global__ void crt_finish(
     const unsigned char* __restrict__ u, long long m, long long nb, long long ld,
     const double* __restrict__ cst, const int* __restrict__ fa, const int* __restrict__ fb,
@@ -515,48 +515,75 @@ extern "C" __global__ void crt_finish(
     const int ncst = NMODC * (NLIMBC + 1) + NLIMBC;
     for (int t = threadIdx.x; t < ncst; t += blockDim.x) sc[t] = cst[t];
     __syncthreads();
-    const long long i = i0 + blockIdx.y, j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= nb) return;
+    const long long i = i0 + blockIdx.y;
+    const long long j0 = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
+    if (j0 >= nb) return;
     const double* invp = sc;
     const double* lm = sc + NMODC;
     const double* lp = sc + NMODC + NMODC * NLIMBC;
     const long long plane = m * ld;
-    const unsigned char* ui = u + i * ld + j;
+    const unsigned int* ui = (const unsigned int*)(u + i * ld + j0);  // j0 + 3 < ld
     const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
     unsigned int w[2 * NMODC];
 #pragma unroll
-    for (int l = 0; l < 2 * NMODC; ++l) w[l] = ui[l * plane];
-    double res[2];
+    for (int l = 0; l < 2 * NMODC; ++l) w[l] = ui[l * (plane / 4)];
+    // per output (4 columns x re, im): the quotient estimate and the digit sums; the moduli loop
+    // outermost, so that each constant read from shared memory serves all 8
+    double q[4][2], d[4][2][NLIMBC];
 #pragma unroll
-    for (int part = 0; part < 2; ++part) {
-        double q = 0.0;
-        double d[NLIMBC];
+    for (int col = 0; col < 4; ++col) {
 #pragma unroll
-        for (int c = 0; c < NLIMBC; ++c) d[c] = 0.0;
+        for (int part = 0; part < 2; ++part) {
+            q[col][part] = 0.0;
 #pragma unroll
-        for (int l = 0; l < NMODC; ++l) {
-            // 2**52 + byte, exactly, minus 2**52
-            const double v = __hiloint2double(0x43300000, w[2 * l + part]) - 4503599627370496.0;
-            q += v * invp[l];  // only rint(q) is used: exact (|C'| < P/2 (1 - 2**-40))
-#pragma unroll
-            for (int c = 0; c < NLIMBC; ++c) d[c] += v * lm[l * NLIMBC + c];  // exact, < 2**53
+            for (int c = 0; c < NLIMBC; ++c) d[col][part][c] = 0.0;
         }
-        const double qq = rint_small(q);
-#pragma unroll
-        for (int c = 0; c < NLIMBC; ++c) d[c] -= qq * lp[c];  // exact
-#pragma unroll
-        for (int c = 0; c + 1 < NLIMBC; ++c) {  // balanced digits, exact
-            const double carry = rint_small(d[c] * iradix);
-            d[c] -= carry * radix;
-            d[c + 1] += carry;
-        }
-        double v = d[0];
-#pragma unroll
-        for (int c = 1; c < NLIMBC; ++c) v = d[c] * ldexp(1.0, LBITS * c) + v;  // product exact
-        res[part] = v;
     }
-    const int sh = fa[i] - gsum + fb[j];
-    out[i * so_r + j * so_c] = make_double2(ldexp(res[0], sh), ldexp(res[1], sh));
+#pragma unroll
+    for (int l = 0; l < NMODC; ++l) {
+        const double ip = invp[l];
+        double lml[NLIMBC];
+#pragma unroll
+        for (int c = 0; c < NLIMBC; ++c) lml[c] = lm[l * NLIMBC + c];
+#pragma unroll
+        for (int col = 0; col < 4; ++col) {
+#pragma unroll
+            for (int part = 0; part < 2; ++part) {
+                // 2**52 + byte, exactly, minus 2**52
+                const unsigned int byte = (w[2 * l + part] >> (8 * col)) & 0xffu;
+                const double v = __hiloint2double(0x43300000, byte) - 4503599627370496.0;
+                q[col][part] += v * ip;  // only rint(q) is used: exact (|C'| < P/2 (1 - 2**-40))
+#pragma unroll
+                for (int c = 0; c < NLIMBC; ++c) d[col][part][c] += v * lml[c];  // exact, < 2**53
+            }
+        }
+    }
+    const int sha = fa[i] - gsum;
+#pragma unroll
+    for (int col = 0; col < 4; ++col) {
+        const long long j = j0 + col;
+        if (j >= nb) break;
+        double res[2];
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+            double* dd = d[col][part];
+            const double qq = rint_small(q[col][part]);
+#pragma unroll
+            for (int c = 0; c < NLIMBC; ++c) dd[c] -= qq * lp[c];  // exact
+#pragma unroll
+            for (int c = 0; c + 1 < NLIMBC; ++c) {  // balanced digits, exact
+                const double carry = rint_small(dd[c] * iradix);
+                dd[c] -= carry * radix;
+                dd[c + 1] += carry;
+            }
+            double v = dd[0];
+#pragma unroll
+            for (int c = 1; c < NLIMBC; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact
+            res[part] = v;
+        }
+        const int sh = sha + fb[j];
+        out[i * so_r + j * so_c] = make_double2(ldexp(res[0], sh), ldexp(res[1], sh));
+    }
 }
 """
 
@@ -964,6 +991,6 @@ def _finish(finish_k, u, m, nbj, ld, cst, prep, fb, gsum, out, so_r, so_c):
     """``crt_finish`` over the ``(N, 2, m, ld)`` residues of one column block into ``out``."""
     with _cuda._stage("crt"):
         for i0 in range(0, m, 65535):  # grid y: rows
-            finish_k((-(-nbj // _THREADS), min(m - i0, 65535)), (_THREADS,),
+            finish_k((-(-nbj // (4 * _THREADS)), min(m - i0, 65535)), (_THREADS,),
                      (u, np.int64(m), np.int64(nbj), np.int64(ld), cst, prep.norm_exponents,
                       fb, np.int32(gsum), out, np.int64(so_r), np.int64(so_c), np.int64(i0)))
