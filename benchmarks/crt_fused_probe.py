@@ -100,10 +100,10 @@ def check(m, k, n, N, seed, extreme=False, form=3, **kw):
     return bad == 0
 
 
-def time_both(label, m, k, n, N, reps, groups):
+def time_both(label, m, k, n, N, reps, groups, clusters=(1,), direct=True):
     """Times the fused kernel (persistent, one raster group width per entry of ``groups``, None
-    = ``GROUP_N``; and one CTA per work item) against cuBLAS + ``crt_reduce``; checks they
-    agree."""
+    = ``GROUP_N``, for each cluster size in ``clusters``; and one CTA per work item) against
+    cuBLAS + ``crt_reduce``; checks they agree."""
     cp = _cp()
     from ozsim.gemm import _crt_wgmma, _cuda, _cuda_crt
     from ozsim.gemm.ozaki2 import crt_constants
@@ -122,19 +122,24 @@ def time_both(label, m, k, n, N, reps, groups):
     _cuda.cublas.setPointerMode(handle, _cuda._POINTER_MODE_HOST)
 
     gname = {g: f"g{g or _crt_wgmma.GROUP_N}" for g in groups}
-    variants = {f"persistent {gname[g]}": {"group": g} for g in groups}
-    if kpad > 8192:  # one launch over the whole K against the default K chunks
-        variants.update({f"whole K {gname[g]}": {"group": g, "k_chunk": kpad} for g in groups})
+    variants = {}
+    for cl in clusters:
+        tag = "" if cl == 1 else f" cluster {cl}"
+        variants.update({f"persistent {gname[g]}{tag}": {"group": g, "cluster": cl}
+                         for g in groups})
+        if kpad > 8192:  # one launch over the whole K against the default K chunks
+            variants.update({f"whole K {gname[g]}{tag}": {"group": g, "k_chunk": kpad,
+                                                          "cluster": cl} for g in groups})
     variants["one CTA per tile"] = {"ctas": 2**31 - 1}
     # the direct form on residues [Ar, -Ai, Ar, Ai] x [Br, Bi] of the same A and B (its u equals
     # the Karatsuba u only where As = Ar + Ai mod p, which random planes are not: not compared)
     a4 = b2 = None
-    if kpad <= 8192:  # (memory: at 16384^3 both forms' operands would need ~72 GB)
+    if direct and kpad <= 8192:  # (memory: at 16384^3 both forms' operands would need ~72 GB)
         a4 = cp.ascontiguousarray(cp.stack([a_res[:, 0], -a_res[:, 1], a_res[:, 0],
                                             a_res[:, 1]], 1))
         b2 = cp.ascontiguousarray(b_res[:, :2])
         for g in groups:
-            variants[f"direct {gname[g]}"] = {"group": g, "_direct": True}
+            variants[f"direct {gname[g]}"] = {"group": g, "_direct": True, "cluster": 1}
     t_c = timed(lambda: _cuda_crt._products_cublas(handle, a_res, b_res, planes, u2, moduli,
                                                      m, kpad), reps)
     ops = 3 * N * 2.0 * m * n * kpad
@@ -171,11 +176,14 @@ def main(argv=None) -> int:
                    "comma-separated; default _crt_wgmma.GROUP_N")
     p.add_argument("--state-groups", default="", help="the same for the state shapes")
     p.add_argument("--state-moduli", type=int, default=15)
+    p.add_argument("--clusters", default="1,2", help="cluster sizes to time, comma-separated")
+    p.add_argument("--no-direct", action="store_true", help="skip the direct form's timings")
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     cp = _cp()
     from ozsim.gemm import _crt_wgmma
 
+    clusters = [int(c) for c in args.clusters.split(",") if c] or [1]
     gpu = gpu_name()
     t0 = time.perf_counter()
     ok = _crt_wgmma.available()
@@ -207,16 +215,37 @@ def main(argv=None) -> int:
         out["checks"].append({"form": form, "m": 200, "k": kx, "n": 300, "N": 2,
                               "extreme": True, "ok": r})
         good &= r
+    # clusters of 2 CTAs (B multicast; Karatsuba form): odd and single row tiles, few CTAs, K
+    # chunks, the extremes
+    print(f"  clusters of 2: at most {_crt_wgmma.max_clusters(2)} resident", flush=True)
+    for i, (m, k, n, N, kw) in enumerate([(40, 96, 300, 3, {}), (130, 200, 257, 8, {}),
+                                          (300, 16, 600, 5, {}), (256, 256, 4096, 16, {}),
+                                          (513, 2048, 2100, 20, {}),
+                                          (130, 200, 257, 8, {"ctas": 2}),
+                                          (513, 2048, 2100, 20, {"ctas": 6, "group": 3}),
+                                          (1000, 1000, 1000, 4, {"ctas": 2**31 - 1}),
+                                          (64, 9000, 70, 3, {"k_chunk": 1024}),
+                                          (300, 1000, 600, 5, {"k_chunk": 256})]):
+        r = check(m, k, n, N, seed=70 + i, cluster=2, **kw)
+        out["checks"].append({"form": 3, "m": m, "k": k, "n": n, "N": N, "ok": r,
+                              "cluster": 2, **kw})
+        good &= r
+    r = check(200, 65536, 300, 2, seed=98, extreme=True, k_chunk=65536, cluster=2)
+    out["checks"].append({"form": 3, "m": 200, "k": 65536, "n": 300, "N": 2, "extreme": True,
+                          "cluster": 2, "ok": r})
+    good &= r
     if not good:
         print("CHECKS FAILED", flush=True)
     for n in [int(x) for x in args.square.split(",") if x]:
         out["timing"] += time_both(f"square {n}", n, n, n, args.moduli, args.reps,
-                                   groups=_groups(args.groups))
+                                   groups=_groups(args.groups), clusters=clusters,
+                                   direct=not args.no_direct)
         cp.get_default_memory_pool().free_all_blocks()
     for d in [int(x) for x in args.state_d.split(",") if x]:
         out["timing"] += time_both(f"N={args.state_qubits} d={d}", 2**d, 2**d,
                                    2 ** (args.state_qubits - d), args.state_moduli, args.reps,
-                                   groups=_groups(args.state_groups))
+                                   groups=_groups(args.state_groups), clusters=clusters,
+                                   direct=not args.no_direct)
         cp.get_default_memory_pool().free_all_blocks()
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)

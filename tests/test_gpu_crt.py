@@ -250,17 +250,39 @@ def test_fused_default_rule_and_overrides(monkeypatch):
         assert np.array_equal(got.get(), zgemm(a, b, backend="int8-crt16")), (k, env)
 
 
-@pytest.mark.parametrize("form, k", [(3, 65536), (4, 32768)])
-def test_fused_extreme_products(form, k):
+@pytest.mark.parametrize("cluster", [1, 2])
+@pytest.mark.parametrize("m, k, n", [(40, 96, 300), (130, 200, 257), (300, 1000, 700),
+                                     (256, 256, 1000), (513, 2048, 600)])
+def test_fused_clusters_equal_to_cpu(m, k, n, cluster, monkeypatch):
+    """Clusters of 2 CTAs (B multicast) and of 1, forced: one row tile (the partner's tile empty),
+    two, three (an odd count), five; = CPU bitwise."""
+    wg = _fused_or_skip()
+    monkeypatch.setenv("OZSIM_CRT_FUSED", "3")
+    monkeypatch.setattr(wg, "CLUSTER", cluster)
+    a, b = _pair(12, m, k, n, 1.0)
+    got = zgemm(cp.asarray(a), cp.asarray(b), backend="int8-crt16")
+    assert np.array_equal(got.get(), zgemm(a, b, backend="int8-crt16"))
+
+
+def test_fused_cluster_needs_karatsuba():
+    wg = _fused_or_skip()
+    with pytest.raises(ValueError, match="clusters"):
+        wg.gemm_mod(cp.zeros((2, 4, 8, 32), cp.int8), cp.zeros((2, 2, 8, 32), cp.int8),
+                    _cuda_crt.modulus_table(2), cp.zeros((2, 2, 5, 16), cp.uint8), 5, 16,
+                    cluster=2)
+
+
+@pytest.mark.parametrize("form, k, cluster", [(3, 65536, 1), (3, 65536, 2), (4, 32768, 1)])
+def test_fused_extreme_products(form, k, cluster):
     """Every residue -128 (Bi: 127 on even columns) at each form's bound, all 20 moduli (256 down
     to 173), against Python integers, in one launch and in the default K chunks. Karatsuba at
-    k = 65536: |T1| = |T3| = 2**30, |T2| up to 2**30; direct at k = 32768: |D1| = |D2| up to
-    2**30."""
+    k = 65536: |T1| = |T3| = 2**30, |T2| up to 2**30 (also in clusters of 2 CTAs, over two row
+    tiles); direct at k = 32768: |D1| = |D2| up to 2**30."""
     wg = _fused_or_skip()
     moduli = crt_constants(20).moduli
-    N, m, n = 20, 5, 40
+    N, m, n = 20, (200 if cluster == 2 else 5), 40
     pa, pb = (3, 3) if form == 3 else (4, 2)
-    a_res = cp.full((N, pa, 8, k), -128, dtype=cp.int8)
+    a_res = cp.full((N, pa, -(-m // 8) * 8, k), -128, dtype=cp.int8)
     b_res = cp.full((N, pb, n, k), -128, dtype=cp.int8)
     b_res[:, 1, ::2] = 127  # Bi: 127 on even columns
     bi = np.where(np.arange(n) % 2 == 0, 127, -128)
@@ -270,7 +292,8 @@ def test_fused_extreme_products(form, k):
     want = (t1 - t2, -t2) if form == 3 else (t1 + t2, t1 + t2)
     for k_chunk in (k, None):  # one launch (the bound), and the default K chunks
         u = cp.zeros((N, 2, m, 48), dtype=cp.uint8)
-        wg.gemm_mod(a_res, b_res, _cuda_crt.modulus_table(N), u, m, 48, k_chunk=k_chunk)
+        wg.gemm_mod(a_res, b_res, _cuda_crt.modulus_table(N), u, m, 48, k_chunk=k_chunk,
+                    cluster=cluster)
         got = u.get()[:, :, :, :n].astype(np.int64)
         for i, p in enumerate(moduli):
             for j in range(2):

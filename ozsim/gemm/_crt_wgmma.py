@@ -23,7 +23,13 @@ Structure (NVIDIA Hopper, ``sm_90a``; the usual warp-specialised TMA + ``wgmma``
   residues stay in registers (one byte per output), after ``T2`` ``u_re`` is written and
   ``(T1 + T2) mod p`` kept, after ``T3`` ``u_im`` is written;
 * K longer than :data:`K_CHUNK` runs as several launches; each later one adds its residues to
-  ``u`` mod p in the epilogue (1 byte read per output and modulus more per launch).
+  ``u`` mod p in the epilogue (1 byte read per output and modulus more per launch);
+* ``crt_gemm_mod3_c2`` runs the same in clusters of two CTAs (``cuLaunchKernelEx``) that take
+  row tiles ``m0`` and ``m0 + 128`` of one column tile in lockstep: each loads its A tile and
+  half of the B tile, which TMA multicasts into both CTAs' shared memory, so B leaves L2 once per
+  pair; a stage's *empty* barrier counts the consumer warps of both CTAs (remote arrivals through
+  ``mapa``), and both CTAs meet at a cluster barrier before either exits. Used where A has two
+  row tiles (gates of 8 qubits, 5-7% faster); slower or equal elsewhere (:data:`CLUSTER`).
 
 ``crt_gemm_mod4`` is the *direct* form, opt-in (``OZSIM_CRT_FUSED=4``): ``u_re = (Ar Br +
 (-Ai) Bi) mod p`` and ``u_im = (Ar Bi + Ai Br) mod p`` as two INT32 chains of two products each,
@@ -71,6 +77,11 @@ K_CHUNK = 8192
 #: Column tiles per raster group (CTAs that run together share A and B tiles in L2): 2 was the
 #: fastest of 2, 4, 8, 16, 64 on an H100 (RESULTS.md 3.3; 8 ran at 45% of 2's rate at 16384^3).
 GROUP_N = 2
+#: CTAs per cluster (1, or 2 with B multicast: see :func:`gemm_mod`); ``None``: 2 where A has
+#: exactly two row tiles (``128 < m <= 256``, the gates of 8 qubits: one pair of CTAs covers all
+#: of A's rows), else 1. H100, N = 28, 15 moduli: d = 8 23.6 against 25.4 ms; d = 10, 11, 12,
+#: squares 8192 and 16384 slower or equal with pairs (RESULTS.md 3.4).
+CLUSTER = None
 _STAGE_BYTES = (BM + BN) * BK
 _SMEM_BYTES = STAGES * _STAGE_BYTES + 1024  # + alignment of the 1024-byte swizzle atoms
 
@@ -129,6 +140,32 @@ __device__ __forceinline__ void tma_load(u32 dst, const TMap* map, int c0, int c
                  " [%%0], [%%1, {%%2, %%3}], [%%4];"
                  :: "r"(dst), "l"((u64)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
+// the same box into the same shared-memory offset of every CTA in `mask` (of the cluster); each
+// destination CTA's mbarrier at offset `bar` gets the bytes it received
+__device__ __forceinline__ void tma_load_multicast(u32 dst, const TMap* map, int c0, int c1,
+                                                   u32 bar, unsigned short mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%%0], [%%1, {%%2, %%3}], [%%4], %%5;"
+                 :: "r"(dst), "l"((u64)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask) : "memory");
+}
+__device__ __forceinline__ u32 cluster_rank()
+{
+    u32 r;
+    asm volatile("mov.u32 %%0, %%%%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+// arrive on the mbarrier at shared-memory offset `bar` of CTA `rank` of the cluster
+__device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank)
+{
+    asm volatile("{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %%0, %%1; "
+                 "mbarrier.arrive.shared::cluster.b64 _, [ra]; }"
+                 :: "r"(bar), "r"(rank) : "memory");
+}
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
 
 // Shared-memory matrix descriptor of a K-major tile with 128-byte swizzle: start address,
 // leading byte offset 1 (unused for swizzled K-major), stride byte offset 1024 (8 rows of
@@ -175,8 +212,22 @@ __device__ __forceinline__ u32 modp(int t, u32 p, u32 M)
     return (t < 0 && r) ? p - r : r;
 }
 
+// a consumer warp is done with a stage: tell the producer of every CTA of the cluster that
+// writes into it
+template <int CL> __device__ __forceinline__ void release(u32 bar)
+{
+    if (CL == 1) {
+        mbar_arrive(bar);
+    } else {
+#pragma unroll
+        for (int r = 0; r < CL; ++r) mbar_arrive_cluster(bar, r);
+    }
+}
+
 // work item w -> modulus l (slowest), then grouped raster: `group` column tiles x all row tiles
 // per group, columns fastest inside a group (CTAs running together share A and B tiles in L2)
+// (with clusters of CL CTAs a work item is CL row tiles: mtiles counts row tiles of CL BM rows)
+template <int CL>
 __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntiles, int group,
                                        int& l, int& m0, int& n0)
 {
@@ -186,7 +237,7 @@ __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntile
     const int first = grp * group;
     const int gw = min(group, ntiles - first);
     const int rem = tile - grp * group * mtiles;
-    m0 = (rem / gw) * BM;
+    m0 = (rem / gw) * (CL * BM);
     n0 = (first + rem %% gw) * BN;
 }
 
@@ -199,7 +250,7 @@ __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntile
 // tensor-core work, a third less B traffic, and an epilogue of two reductions and no kept bytes.
 // u[l] (2, m, ld) uint8 of modulus l; A residues rows (l PA + a) mpa + i of the (N PA mpa, kpad)
 // tensor `ta`, B residues rows (l PB + b) nbp + j of `tb`; pm[l] = (p, M).
-template <int FORM>
+template <int FORM, int CL>
 __device__ __forceinline__ void gemm_mod_body(
     const TMap& ta, const TMap& tb, int mpa, int nbp, int m, int ld, int kb0, int kblocks,
     int mtiles, int ntiles, int num_moduli, int group, int acc, const int2* __restrict__ pm,
@@ -211,25 +262,33 @@ __device__ __forceinline__ void gemm_mod_body(
     __shared__ __align__(8) u64 bars[2 * STAGES];
     const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const u32 full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[STAGES]);
-    const int per_mod = mtiles * ntiles, total = per_mod * num_moduli;
+    // CL = 2: the two CTAs of a cluster take row tiles m0 and m0 + BM of the same column tile
+    // and modulus, in lockstep; each loads its A tile and half of the B tile, multicast to both
+    // (B from L2 once per pair). A stage is refilled only when the consumers of both CTAs have
+    // released it: its empty barrier counts the consumer warps of the whole cluster.
+    const u32 rank = CL == 1 ? 0u : cluster_rank();
+    const int mgroups = (mtiles + CL - 1) / CL;
+    const int per_mod = mgroups * ntiles, total = per_mod * num_moduli;
+    const int first_item = blockIdx.x / CL, item_step = gridDim.x / CL;
 
     const int wg = threadIdx.x >> 7;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 8);  // one arrival per consumer warp
+            mbar_init(empty0 + 8 * s, 8 * CL);  // one arrival per consumer warp of the cluster
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    __syncthreads();
+    if (CL == 1) __syncthreads(); else cluster_sync();
 
     if (wg == 0) {  // producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0) {
             int it = 0;
-            for (int w = blockIdx.x; w < total; w += gridDim.x) {
+            for (int w = first_item; w < total; w += item_step) {
                 int l, m0, n0;
-                decode(w, per_mod, mtiles, ntiles, group, l, m0, n0);
+                decode<CL>(w, per_mod, mgroups, ntiles, group, l, m0, n0);
+                m0 += rank * BM;
                 for (int q = 0; q < CHAINS * LEN; ++q) {
                     const int bp = FORM == 4 ? ((q == 0 || q == 3) ? 0 : 1) : q;
                     const int ra = (l * PA + q) * mpa + m0, rb = (l * PB + bp) * nbp + n0;
@@ -239,11 +298,18 @@ __device__ __forceinline__ void gemm_mod_body(
                         const u32 full = full0 + 8 * s, sa = base + s * STAGE_BYTES;
                         mbar_expect_tx(full, STAGE_BYTES);
                         tma_load(sa, &ta, (kb0 + kb) * BK, ra, full);
-                        tma_load(sa + A_BYTES, &tb, (kb0 + kb) * BK, rb, full);
+                        if (CL == 1) {
+                            tma_load(sa + A_BYTES, &tb, (kb0 + kb) * BK, rb, full);
+                        } else {
+                            constexpr int H = BN / CL;
+                            tma_load_multicast(sa + A_BYTES + rank * H * BK, &tb, (kb0 + kb) * BK,
+                                               rb + rank * H, full, (unsigned short)((1 << CL) - 1));
+                        }
                     }
                 }
             }
         }
+        if (CL > 1) cluster_sync();  // no CTA leaves while its peer may still signal it
         return;
     }
 
@@ -258,9 +324,10 @@ __device__ __forceinline__ void gemm_mod_body(
     for (int i = 0; i < NKEEP; ++i) keep[i] = 0u;
     const long long plane = (long long)m * ld;
     int it = 0;
-    for (int w = blockIdx.x; w < total; w += gridDim.x) {
+    for (int w = first_item; w < total; w += item_step) {
         int l, m0, n0;
-        decode(w, per_mod, mtiles, ntiles, group, l, m0, n0);
+        decode<CL>(w, per_mod, mgroups, ntiles, group, l, m0, n0);
+        m0 += rank * BM;
         const int2 pmv = pm[l];
         const u32 p = (u32)pmv.x, M = (u32)pmv.y;
         unsigned char* ub = u + (long long)l * 2 * plane;
@@ -286,13 +353,13 @@ __device__ __forceinline__ void gemm_mod_body(
                     if (more) {  // the previous stage's products are done: release it
                         wg_wait<1>();
                         fence_acc(d);
-                        if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) %% STAGES));
+                        if (lane == 0) release<CL>(empty0 + 8 * ((it - 1) %% STAGES));
                     }
                 }
             }
             wg_wait<0>();
             fence_acc(d);
-            if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) %% STAGES));
+            if (lane == 0) release<CL>(empty0 + 8 * ((it - 1) %% STAGES));
 
             // epilogue of chain t; accumulator i: row row0 + 8 ((i / 2) %% 2), column
             // col0 + 8 (i / 4) + (i %% 2)
@@ -341,6 +408,7 @@ __device__ __forceinline__ void gemm_mod_body(
             }
         }
     }
+    if (CL > 1) cluster_sync();
 }
 
 #define GEMM_MOD_PARAMS const __grid_constant__ TMap ta, const __grid_constant__ TMap tb, \
@@ -351,11 +419,16 @@ __device__ __forceinline__ void gemm_mod_body(
 
 extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod3(GEMM_MOD_PARAMS)
 {
-    gemm_mod_body<3>(GEMM_MOD_ARGS);
+    gemm_mod_body<3, 1>(GEMM_MOD_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod4(GEMM_MOD_PARAMS)
 {
-    gemm_mod_body<4>(GEMM_MOD_ARGS);
+    gemm_mod_body<4, 1>(GEMM_MOD_ARGS);
+}
+// launched in clusters of 2 CTAs (cuLaunchKernelEx)
+extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod3_c2(GEMM_MOD_PARAMS)
+{
+    gemm_mod_body<3, 2>(GEMM_MOD_ARGS);
 }
 """ % {"bm": BM, "bn": BN, "bk": BK, "stages": STAGES, "regs": _REGS,
        "outs": _OUTS}
@@ -369,10 +442,55 @@ _CU_TENSOR_MAP_SWIZZLE_128B = 3
 _CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
 _CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 
 
 class _TMap(ctypes.Structure):
     _fields_ = [("v", ctypes.c_uint64 * 16)]
+
+
+class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: id, pad to 8, a 64-byte union
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint64 * 8)]
+
+
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared_bytes", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
+
+
+def _cluster_config(grid: int, cluster: int, stream: int) -> tuple[_LaunchConfig, object]:
+    """A ``CUlaunchConfig`` for ``grid`` CTAs of 384 threads in clusters of ``cluster`` along x
+    (the attribute array is returned too: it must outlive the config)."""
+    attr = (_LaunchAttribute * 1)()
+    attr[0].id = _CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    dims = ctypes.cast(attr[0].value, ctypes.POINTER(ctypes.c_uint * 3)).contents
+    dims[0], dims[1], dims[2] = cluster, 1, 1
+    cfg = _LaunchConfig()
+    cfg.grid[:] = (grid, 1, 1)
+    cfg.block[:] = (384, 1, 1)
+    cfg.shared_bytes = _SMEM_BYTES
+    cfg.stream = ctypes.c_void_p(stream)
+    cfg.attrs = attr
+    cfg.num_attrs = 1
+    return cfg, attr
+
+
+def max_clusters(cluster: int = 2) -> int:
+    """Clusters of ``cluster`` CTAs of ``crt_gemm_mod3_c2`` that can be resident at once
+    (``cuOccupancyMaxActiveClusters``; a persistent grid larger than this would run its last
+    clusters after the others finish)."""
+    key = ("max_clusters", cluster)
+    if key not in _state:
+        cfg, _attr = _cluster_config(cluster * 256, cluster, 0)
+        num = ctypes.c_int(0)
+        res = _state["lib"].cuOccupancyMaxActiveClusters(
+            ctypes.byref(num), ctypes.c_void_p(_state["funcs"][(3, cluster)].ptr),
+            ctypes.byref(cfg))
+        if res != 0:
+            raise RuntimeError(f"cuOccupancyMaxActiveClusters failed ({res})")
+        _state[key] = int(num.value)
+    return _state[key]
 
 
 def _compile():
@@ -405,7 +523,9 @@ def available() -> bool:
         try:
             lib = ctypes.CDLL("libcuda.so.1")
             mod = _compile()
-            funcs = {form: mod.get_function(f"crt_gemm_mod{form}") for form in (3, 4)}
+            funcs = {(3, 1): mod.get_function("crt_gemm_mod3"),
+                     (4, 1): mod.get_function("crt_gemm_mod4"),
+                     (3, 2): mod.get_function("crt_gemm_mod3_c2")}
             for func in funcs.values():
                 res = lib.cuFuncSetAttribute(ctypes.c_void_p(func.ptr),
                                              _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -439,7 +559,8 @@ def _tensor_map(ptr: int, rows: int, kpad: int, box_rows: int) -> _TMap:
 
 
 def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
-             ctas: int | None = None, k_chunk: int | None = None) -> None:
+             ctas: int | None = None, k_chunk: int | None = None,
+             cluster: int | None = None) -> None:
     """``u[l] = [Re(A B) mod p_l, Im(A B) mod p_l]`` for every modulus ``l`` from INT8 residues,
     one launch per K chunk on the current CuPy stream (:func:`available` must be True).
 
@@ -470,6 +591,10 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
         k_chunk: K per launch, default :data:`K_CHUNK` (rounded down to a multiple of 128);
             a later launch adds its residues to ``u`` mod p (``(x + y) mod p`` of two residues
             is the residue of the sum, so the results are the same).
+        cluster: 1, or 2 (Karatsuba form only): clusters of two CTAs that take row tiles
+            ``m0`` and ``m0 + 128`` of the same column tile in lockstep, each loading half of
+            the B tile with TMA multicast to both (B read from L2 once per pair); default
+            :data:`CLUSTER` (tuning; the results are the same).
 
     The products run over the stored K (exact INT32 sums). Every ``u[l, :, i, j]`` with
     ``i < m``, ``j < min(nbp, ld)`` is written; columns up to the next multiple of 256 below
@@ -485,6 +610,13 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
     pb, nbp = b_res.shape[1], b_res.shape[2]
     if kpad % 16 or b_res.shape[3] != kpad or ld % 16:
         raise ValueError("crt_gemm_mod needs kpad and ld multiples of 16")
+    mtiles, ntiles = -(-m // BM), -(-min(nbp, ld) // BN)
+    if cluster is None:
+        cluster = CLUSTER if CLUSTER is not None else (2 if pa == 3 and mtiles == 2 else 1)
+    cl = int(cluster)
+    if cl not in (1, 2) or (cl == 2 and pa != 3):
+        raise ValueError(f"crt_gemm_mod runs clusters of 1, or 2 in the Karatsuba form; got "
+                         f"cluster = {cluster} with {pa} planes")
     if (pa, pb) not in ((3, 3), (4, 2)) or b_res.shape[0] != N:
         raise ValueError(f"crt_gemm_mod needs 3/3 (Karatsuba) or 4/2 (direct) residue planes "
                          f"of N moduli, got A {a_res.shape}, B {b_res.shape}")
@@ -493,12 +625,14 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
     if not (a_res.flags.c_contiguous and b_res.flags.c_contiguous and u.flags.c_contiguous):
         raise ValueError("crt_gemm_mod needs contiguous residues and output")
     ta = _tensor_map(a_res.data.ptr, N * pa * mpa, kpad, BM)
-    tb = _tensor_map(b_res.data.ptr, N * pb * nbp, kpad, BN)
-    mtiles, ntiles = -(-m // BM), -(-min(nbp, ld) // BN)
-    total = mtiles * ntiles * N
+    tb = _tensor_map(b_res.data.ptr, N * pb * nbp, kpad, BN // cl)
+    total = -(-mtiles // cl) * ntiles * N  # work items (of cl row tiles each)
     if ctas is None:
         ctas = _state.setdefault("sms", cp.cuda.Device().attributes["MultiProcessorCount"])
-    grid = max(1, min(int(ctas), total))
+        if cl > 1:
+            ctas = min(ctas, cl * max_clusters(cl))
+    grid = cl * max(1, min(int(ctas) // cl, total))
+    stream = cp.cuda.get_current_stream().ptr
     kblocks = -(-kpad // BK)
     step = max(1, int(K_CHUNK if k_chunk is None else k_chunk) // BK)
     for kb0 in range(0, kblocks, step):
@@ -509,10 +643,14 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
                 ctypes.c_int32(kb0 > 0), ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
         params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
                                                  for a in args])
-        res = _state["lib"].cuLaunchKernel(
-            ctypes.c_void_p(_state["funcs"][pa].ptr), ctypes.c_uint(grid), ctypes.c_uint(1),
-            ctypes.c_uint(1), ctypes.c_uint(384), ctypes.c_uint(1), ctypes.c_uint(1),
-            ctypes.c_uint(_SMEM_BYTES), ctypes.c_void_p(cp.cuda.get_current_stream().ptr),
-            params, None)
+        func = ctypes.c_void_p(_state["funcs"][(pa, cl)].ptr)
+        if cl == 1:
+            res = _state["lib"].cuLaunchKernel(
+                func, ctypes.c_uint(grid), ctypes.c_uint(1), ctypes.c_uint(1), ctypes.c_uint(384),
+                ctypes.c_uint(1), ctypes.c_uint(1), ctypes.c_uint(_SMEM_BYTES),
+                ctypes.c_void_p(stream), params, None)
+        else:
+            cfg, _attr = _cluster_config(grid, cl, stream)
+            res = _state["lib"].cuLaunchKernelEx(ctypes.byref(cfg), func, params, None)
         if res != 0:
             raise RuntimeError(f"crt_gemm_mod launch failed ({res})")
