@@ -42,7 +42,7 @@ Launched through the driver API (:mod:`ctypes`): the TMA descriptors are built b
 by NVRTC for ``sm_90a`` (``wgmma`` and ``setmaxnreg`` exist only there); on any other GPU
 :func:`available` is False and ozsim keeps the cuBLAS path.
 
-Status: the default for ``K <= 2048`` (:func:`ozsim.gemm._cuda_crt._fused_form`; override with
+Status: the default for ``K <= 8192`` (:func:`ozsim.gemm._cuda_crt._fused_form`; override with
 ``OZSIM_CRT_FUSED=0/1/3/4``). 168 registers, no spills. Checked on an H100 (2026-11-23) against
 exact FP64 products (``benchmarks/crt_fused_probe.py``, incl. ``|T| = 2**30``) and bitwise against
 the CPU (``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` 3.3. At small K the

@@ -40,8 +40,9 @@ crt           ``crt_finish`` (compiled per N): a thread takes 4 adjacent outputs
 What still reaches HBM and need not: the INT32 planes (12 bytes per output per modulus, written by
 cuBLAS and read back by ``crt_reduce``). :mod:`ozsim.gemm._crt_wgmma` removes them (the three
 products of a modulus and the reduction in one Hopper ``wgmma`` kernel, 2 bytes per output and
-modulus); :func:`_fused_form` uses it by default where it was measured faster (``K <= 2048``:
-the state-vector shapes of gates up to 11 qubits; ``benchmarks/RESULTS.md``, section 3.3).
+modulus); :func:`_fused_form` uses it by default where it was measured faster (``K <= 8192``:
+the state-vector shapes of gates up to 13 qubits, squares up to 8192; ``benchmarks/RESULTS.md``,
+sections 3.3 and 3.4).
 
 Small integers are rounded and converted with FP64 exponent tricks (``rint_small``,
 ``int_small``, ``__hiloint2double``) instead of the conversion unit, which runs at a quarter of
@@ -826,11 +827,13 @@ def default_workspace_bytes(prep, plan) -> int:
 
 
 #: Largest padded K for which :func:`_fused_form` picks the fused products by default.
-#: ``benchmarks/crt_fused_probe.py`` on an H100 (RESULTS.md 3.3), fused (Karatsuba form) against
-#: cuBLAS INT8 GEMMs + ``crt_reduce``: state shapes K = 256..2048 1.10-1.52x; K = 4096 (d = 12)
-#: 0.96-0.97x; squares 8192 and 16384 1.04-1.06x in isolation but a tie end to end, with
-#: run-to-run spread at 16384 (its L2 reuse is sensitive to the raster; cuBLASLt's is not).
-FUSED_MAX_K = 2048
+#: H100 (RESULTS.md 3.3, 3.4), fused (Karatsuba form) against cuBLAS INT8 GEMMs + ``crt_reduce``
+#: (``benchmarks/crt_fused_probe.py``): state shapes K = 256..2048 1.10-1.85x, K = 4096 (d = 12)
+#: 0.96-1.03x, square 8192 1.06-1.16x in four runs; end to end (``crt_bench.py``, T = 0): square
+#: 8192 52.5 -> 50.4 ms, state d = 12 118.8 -> 111.4 ms. Square 16384 is left to cuBLAS: 322-429
+#: ms fused on different machines against a steady 336-345 (the GPU sits at its 700 W cap during
+#: the INT8 products, SM clocks 1320-1590 MHz, and the fused kernel's rate follows it).
+FUSED_MAX_K = 8192
 
 
 def _fused_form(kpad: int) -> int:
