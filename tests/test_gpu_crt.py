@@ -168,6 +168,21 @@ def test_simulator_gpu_equals_cpu(backend, T):
     assert gpu.metadata["fallbacks"] == cpu.metadata["fallbacks"] == 0
 
 
+def test_analyse_pair_equals_two_analyses():
+    """One sync for both operands of int8-crt-auto: the same exponents and moments as two
+    separate analyses (strided B columns included); NaN in either operand still raises."""
+    a, b = _pair(13, 40, 300, 70, 2.0)
+    ag, bg = cp.asarray(a), cp.asarray(b)
+    (fa, ma), (fb, mb) = _cuda_crt.analyse_pair(ag, bg.T)
+    fa2, ma2 = _cuda_crt.analyse(ag)
+    fb2, mb2 = _cuda_crt.analyse(bg.T)
+    assert np.array_equal(fa.get(), fa2.get()) and np.array_equal(fb.get(), fb2.get())
+    assert ma.tolist() == ma2.tolist() and mb.tolist() == mb2.tolist()
+    bg[5, 7] = np.nan
+    with pytest.raises(NonFiniteError, match="NaN or Inf"):
+        _cuda_crt.analyse_pair(ag, bg.T)
+
+
 def test_loss_moments_of_prepared_operand_match():
     a, _ = _pair(6, 32, 48, 1, 2.0)
     mc = PreparedCRTOperand(a).loss_moments

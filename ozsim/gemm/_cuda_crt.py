@@ -65,7 +65,7 @@ from ..errors import NonFiniteError
 from . import _crt_wgmma, _cuda
 from .ozaki2 import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS, crt_constants
 
-__all__ = ["analyse", "default_workspace_bytes", "int8_crt_zgemm_gpu", "last_stats",
+__all__ = ["analyse", "analyse_pair", "default_workspace_bytes", "int8_crt_zgemm_gpu", "last_stats",
            "residues_gpu"]
 
 _THREADS = _cuda._THREADS
@@ -637,6 +637,39 @@ def _segments(tiles: int, k: int, step: int) -> int:
     return -(-k // nseg)
 
 
+def _analyse_launch(x, moments: bool, acc):
+    """The analysis kernels of :func:`analyse` on ``x``, no sync: ``f`` (``(rows,)`` int32 CuPy);
+    ``acc`` (``(4,)`` uint64 CuPy, zeroed) receives ``[count, sum nnz (f + ALLOW - a), sum of
+    exponents, NaN/Inf flag]``."""
+    rows, k = x.shape
+    f = cp.zeros(rows, dtype=cp.int32)
+    if rows and k:
+        sr, sc = _cuda._strides(x)
+        rowfast = abs(sr) <= abs(sc)
+        tiles = -(-rows // (32 if rowfast else 8))
+        seg = _segments(tiles, k, 8 if rowfast else 32)
+        grid = (tiles, -(-k // seg))
+        emax = cp.full(rows, _INT_MIN, dtype=cp.int32)
+        nnz = cp.zeros(rows, dtype=cp.int32)
+        sq = cp.zeros(rows, dtype=cp.uint64)
+        geo = (x, np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), np.int64(seg),
+               np.int32(rowfast))
+        with _cuda._stage("analyse"):
+            _kernel("crt_scan")(grid, (_THREADS,), geo + (emax, nnz, acc))
+            _kernel("crt_sumsq")(grid, (_THREADS,), geo + (emax, sq))
+            _kernel("crt_fin")((_grid1(rows),), (_THREADS,),
+                               (np.int64(rows), emax, sq, nnz, f, acc, np.int32(moments)))
+    return f
+
+
+def _analyse_result(host, moments: bool):
+    """The moments (or ``None``) from one row of the analysis counters on the host."""
+    host = host.view(np.int64)
+    if host[3]:
+        raise NonFiniteError("GEMM operand has NaN or Inf entries")
+    return np.array([host[0], host[1] - host[2]], dtype=np.int64) if moments else None
+
+
 def analyse(x, moments: bool = True):
     """Norm exponents (and the loss moments) of the rows of ``x`` on the GPU, in two passes.
 
@@ -658,30 +691,31 @@ def analyse(x, moments: bool = True):
     Raises:
         NonFiniteError: NaN or Inf in ``x`` (checked on the host after the kernels: one sync).
     """
-    rows, k = x.shape
-    f = cp.zeros(rows, dtype=cp.int32)
-    acc = cp.zeros(4, dtype=cp.uint64)  # count, sum nnz (f + ALLOW - a), sum of exponents, flag
-    if rows and k:
-        sr, sc = _cuda._strides(x)
-        rowfast = abs(sr) <= abs(sc)
-        tiles = -(-rows // (32 if rowfast else 8))
-        seg = _segments(tiles, k, 8 if rowfast else 32)
-        grid = (tiles, -(-k // seg))
-        emax = cp.full(rows, _INT_MIN, dtype=cp.int32)
-        nnz = cp.zeros(rows, dtype=cp.int32)
-        sq = cp.zeros(rows, dtype=cp.uint64)
-        geo = (x, np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), np.int64(seg),
-               np.int32(rowfast))
-        with _cuda._stage("analyse"):
-            _kernel("crt_scan")(grid, (_THREADS,), geo + (emax, nnz, acc))
-            _kernel("crt_sumsq")(grid, (_THREADS,), geo + (emax, sq))
-            _kernel("crt_fin")((_grid1(rows),), (_THREADS,),
-                               (np.int64(rows), emax, sq, nnz, f, acc, np.int32(moments)))
-    host = acc.get().view(np.int64)
-    if host[3]:
-        raise NonFiniteError("GEMM operand has NaN or Inf entries")
-    mom = np.array([host[0], host[1] - host[2]], dtype=np.int64) if moments else None
-    return f, mom
+    acc = cp.zeros(4, dtype=cp.uint64)
+    f = _analyse_launch(x, moments, acc)
+    return f, _analyse_result(acc.get(), moments)
+
+
+def analyse_pair(a, bt):
+    """:func:`analyse` of ``a`` and of ``bt`` (both with moments) with one host transfer: the
+    GPU runs both analyses back to back, the host waits once (``int8-crt-auto`` needs both
+    operands' moments before it can choose N).
+
+    Args:
+        a (cupy.ndarray): ``(m, k)`` complex128, any strides.
+        bt (cupy.ndarray): ``(n, k)`` complex128, any strides (``b.T``).
+
+    Returns:
+        ``((f_a, mom_a), (f_b, mom_b))`` as :func:`analyse` returns them.
+
+    Raises:
+        NonFiniteError: NaN or Inf in ``a`` or ``bt``.
+    """
+    acc = cp.zeros((2, 4), dtype=cp.uint64)
+    f_a = _analyse_launch(a, True, acc[0])
+    f_b = _analyse_launch(bt, True, acc[1])
+    host = acc.get()
+    return (f_a, _analyse_result(host[0], True)), (f_b, _analyse_result(host[1], True))
 
 
 _const_cache: dict = {}

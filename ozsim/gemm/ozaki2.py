@@ -578,10 +578,18 @@ class PreparedCRTOperand:
 
     def __post_init__(self):
         gpu = _gpu_module() if array_namespace(self.matrix) is not np else None
-        if gpu is not None:  # pragma: no cover - GPU: fused kernels
-            self.norm_exponents, self._moments = gpu.analyse(self.matrix, moments=False)
+        if gpu is not None:  # pragma: no cover - GPU: the moments come with the same passes
+            self.norm_exponents, self._moments = gpu.analyse(self.matrix, moments=True)
             return
         self.norm_exponents, self._moments = analyse_rows(self.matrix, moments=False)
+
+    @classmethod
+    def _analysed(cls, matrix, norm_exponents, moments) -> PreparedCRTOperand:
+        """An operand whose analysis was already done (:func:`_cuda_crt.analyse_pair`)."""
+        self = cls.__new__(cls)
+        self.matrix, self.norm_exponents, self._moments = matrix, norm_exponents, moments
+        self._residues, self._device_cache = {}, {}
+        return self
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -771,17 +779,24 @@ def crt_zgemm(a, b, num_moduli: int | None = None, *, T: float = 1.0, out=None,
         ValueError: ``k`` outside ``1..MAX_K``.
         NonFiniteError: NaN or Inf in ``a`` or ``b``.
     """
+    f_b = mom_b = None
     if isinstance(a, PreparedCRTOperand):
         prep = a
     else:
         mat = a.matrix if isinstance(a, PreparedOperand) else a
         check_inner_dimension(mat.shape[1])
-        prep = PreparedCRTOperand(mat)
+        gpu = _gpu_module() if num_moduli is None and array_namespace(mat) is not np else None
+        if gpu is not None:  # pragma: no cover - GPU: both analyses, one sync
+            (f_a, mom_a), (f_b, mom_b) = gpu.analyse_pair(mat, b.T)
+            prep = PreparedCRTOperand._analysed(mat, f_a, mom_a)
+        else:
+            prep = PreparedCRTOperand(mat)
     check_inner_dimension(prep.shape[1])
     if num_moduli is not None:
         plan = fixed_plan(num_moduli)
         return int8_crt_zgemm(prep, b, plan, out=out, workspace_bytes=workspace_bytes), plan
-    f_b, mom_b = analyse_columns(b, workspace_bytes)
+    if f_b is None:
+        f_b, mom_b = analyse_columns(b, workspace_bytes)
     plan = choose_plan(prep.loss_moments, mom_b, T)
     if plan is None:
         return None, None
