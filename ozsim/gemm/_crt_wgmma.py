@@ -28,27 +28,34 @@ Structure (NVIDIA Hopper, ``sm_90a``; the usual warp-specialised TMA + ``wgmma``
   row tiles ``m0`` and ``m0 + 128`` of one column tile in lockstep: each loads its A tile and
   half of the B tile, which TMA multicasts into both CTAs' shared memory, so B leaves L2 once per
   pair; a stage's *empty* barrier counts the consumer warps of both CTAs (remote arrivals through
-  ``mapa``), and both CTAs meet at a cluster barrier before either exits. Used where A has two
-  row tiles (gates of 8 qubits, 5-7% faster); slower or equal elsewhere (:data:`CLUSTER`).
+  ``mapa``), and both CTAs meet at a cluster barrier before either exits. Opt-in
+  (:data:`CLUSTER`): not faster on any shape measured since the epilogue stores are coalesced.
 
-``crt_gemm_mod4`` is the *direct* form, opt-in (``OZSIM_CRT_FUSED=4``): ``u_re = (Ar Br +
-(-Ai) Bi) mod p`` and ``u_im = (Ar Bi + Ai Br) mod p`` as two INT32 chains of two products each,
-so B needs two residue planes instead of three and the epilogue two reductions and no kept bytes,
-for a third more tensor-core work. Measured on the H100 it was 4% faster than Karatsuba's form at
-K = 256 and slower everywhere else (0.4-0.9x at K >= 1024: RESULTS.md 3.3).
+``crt_gemm_mod4`` is the *direct* form: ``u_re = (Ar Br + (-Ai) Bi) mod p`` and ``u_im = (Ar Bi +
+Ai Br) mod p`` as two INT32 chains of two products each, so B needs two residue planes instead
+of three and the epilogue two reductions and no kept bytes, for a third more tensor-core work:
+the default for ``K <= 1024`` (``_cuda_crt.DIRECT_MAX_K``), where the epilogue bounds the
+kernel (2.2x faster than Karatsuba's form at K = 256 on the H100), Karatsuba's above.
+
+The epilogue writes whole 32-byte sectors: a thread's accumulators hold 2 adjacent output bytes
+every 8 columns, so each quad of lanes (one row) transposes its 4 x 4 block of 16-bit pieces
+with two shuffles (``quad_transpose``) and every lane stores 8 adjacent bytes. With 2-byte stores
+(ncu: 75% of the written sectors excess) the direct form took 25.5 ms at N = 28, d = 8; 10.2 ms
+after (RESULTS.md 3.4).
 
 Launched through the driver API (:mod:`ctypes`): the TMA descriptors are built by
 ``cuTensorMapEncodeTiled`` and passed by value (``__grid_constant__``). Compiled once per process
 by NVRTC for ``sm_90a`` (``wgmma`` and ``setmaxnreg`` exist only there); on any other GPU
 :func:`available` is False and ozsim keeps the cuBLAS path.
 
-Status: the default for ``K <= 8192`` (:func:`ozsim.gemm._cuda_crt._fused_form`; override with
-``OZSIM_CRT_FUSED=0/1/3/4``). 168 registers, no spills. Checked on an H100 (2026-11-23) against
-exact FP64 products (``benchmarks/crt_fused_probe.py``, incl. ``|T| = 2**30``) and bitwise against
-the CPU (``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` 3.3. At small K the
-epilogue, not the tensor cores, bounds it (ncu at N = 28, d = 8: 43% of issue slots used, 5.2
-cycles per instruction, mostly fixed-latency dependencies); one epilogue per chain, specialised
-(tried), was slower at K = 1024-2048: the code grew from 8.6k to 13.6k instructions.
+Status: the default for ``K <= 8192`` (:func:`ozsim.gemm._cuda_crt._fused_form`: the direct
+form for ``K <= 1024``, Karatsuba's above; override with ``OZSIM_CRT_FUSED=0/1/3/4``). 168
+registers, no spills. Checked on an H100 (2026-11-23/24) against exact FP64 products
+(``benchmarks/crt_fused_probe.py``, incl. ``|T| = 2**30``) and bitwise against the CPU
+(``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` 3.3-3.4. Karatsuba's epilogue
+(three reductions and the kept bytes of ``T1`` and ``T1 + T2`` per output) still bounds it at
+K <= 2048 (22 ms at N = 28, d = 8, against the direct form's 10); one epilogue per chain,
+specialised (tried), was slower at K = 1024-2048: the code grew from 8.6k to 13.6k instructions.
 
 References:
     [Ozaki2] K. Ozaki, Y. Uchino, T. Imamura, arXiv:2504.08009 (2025): one exact GEMM per
@@ -78,10 +85,10 @@ K_CHUNK = 8192
 #: fastest of 2, 4, 8, 16, 64 on an H100 (RESULTS.md 3.3; 8 ran at 45% of 2's rate at 16384^3).
 GROUP_N = 2
 #: CTAs per cluster (1, or 2 with B multicast: see :func:`gemm_mod`); ``None``: 2 where A has
-#: exactly two row tiles (``128 < m <= 256``, the gates of 8 qubits: one pair of CTAs covers all
-#: of A's rows), else 1. H100, N = 28, 15 moduli: d = 8 23.6 against 25.4 ms; d = 10, 11, 12,
-#: squares 8192 and 16384 slower or equal with pairs (RESULTS.md 3.4).
-CLUSTER = None
+#: exactly two row tiles (``128 < m <= 256``), else 1. H100, N = 28, 15 moduli: with 2-byte
+#: epilogue stores pairs ran d = 8 in 23.6-24.1 against 25.4 ms; with the coalesced stores
+#: 25.8 against 22.4 (slower), and slower or equal on every other shape (RESULTS.md 3.4): 1.
+CLUSTER = 1
 _STAGE_BYTES = (BM + BN) * BK
 _SMEM_BYTES = STAGES * _STAGE_BYTES + 1024  # + alignment of the 1024-byte swizzle atoms
 
@@ -212,6 +219,38 @@ __device__ __forceinline__ u32 modp(int t, u32 p, u32 M)
     return (t < 0 && r) ? p - r : r;
 }
 
+// 4 x 4 transpose of 16-bit elements across the lanes of a quad (lane & 3 = q): lane q holds
+// M[q][0..3] as w0 = M[q][0] | M[q][1] << 16, w1 = M[q][2] | M[q][3] << 16 and gets
+// M[0..3][q] the same way. Two exchanges: 2 x 2 blocks of 32 bits with lane q ^ 2, then 16-bit
+// elements with lane q ^ 1 (byte_perm selectors picked by the lane's bit).
+__device__ __forceinline__ void quad_transpose(u32& w0, u32& w1, int lane)
+{
+    const bool b = lane & 2, c = lane & 1;
+    const u32 r = __shfl_xor_sync(0xffffffffu, b ? w0 : w1, 2);
+    if (b) w0 = r; else w1 = r;
+    const u32 send = __byte_perm(w0, w1, c ? 0x5410 : 0x7632);  // c: elements 0, 2; else 1, 3
+    const u32 t = __shfl_xor_sync(0xffffffffu, send, 1);
+    w0 = __byte_perm(w0, t, c ? 0x3254 : 0x5410);
+    w1 = __byte_perm(w1, t, c ? 0x3276 : 0x7610);
+}
+
+// (x + y) mod p for the 8 bytes of (w0, w1) and of prev, each in [0, p)
+__device__ __forceinline__ void add_mod_bytes(u32& w0, u32& w1, uint2 prev, u32 p)
+{
+    u32 res[2] = {0u, 0u};
+    const u32 a[2] = {w0, w1}, b[2] = {prev.x, prev.y};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int y = 0; y < 4; ++y) {
+            const u32 s = ((a[h] >> (8 * y)) & 0xffu) + ((b[h] >> (8 * y)) & 0xffu);
+            res[h] |= (s >= p ? s - p : s) << (8 * y);
+        }
+    }
+    w0 = res[0];
+    w1 = res[1];
+}
+
 // a consumer warp is done with a stage: tell the producer of every CTA of the cluster that
 // writes into it
 template <int CL> __device__ __forceinline__ void release(u32 bar)
@@ -332,7 +371,6 @@ __device__ __forceinline__ void gemm_mod_body(
         const u32 p = (u32)pmv.x, M = (u32)pmv.y;
         unsigned char* ub = u + (long long)l * 2 * plane;
         const int row0 = m0 + c * 64 + 16 * wq + (lane >> 2);
-        const int col0 = n0 + 2 * (lane & 3);
 #pragma unroll (FORM == 4 ? 2 : 1)  // FORM 3 unrolled spills (2 KB)
         for (int t = 0; t < CHAINS; ++t) {
             for (int j = 0; j < LEN; ++j) {
@@ -361,48 +399,64 @@ __device__ __forceinline__ void gemm_mod_body(
             fence_acc(d);
             if (lane == 0) release<CL>(empty0 + 8 * ((it - 1) %% STAGES));
 
-            // epilogue of chain t; accumulator i: row row0 + 8 ((i / 2) %% 2), column
-            // col0 + 8 (i / 4) + (i %% 2)
+            // epilogue of chain t; accumulator i = 4 j + 2 h + e: row row0 + 8 h, column
+            // n0 + 2 (lane %% 4) + 8 j + e. Per group of 4 column blocks j = 4 g .. 4 g + 3 and row half h,
+            // the quad (lanes 4r .. 4r + 3, one row) holds 32 adjacent output bytes as 2 bytes
+            // per lane and block; a 4 x 4 transpose of 16-bit elements inside the quad
+            // (quad_transpose) gives each lane 8 adjacent bytes, so that the warp writes whole
+            // 32-byte sectors (2-byte stores wrote a quarter of each sector they touched).
 #pragma unroll
-            for (int i = 0; i < 128; i += 2) {
-                u32 out[2];
+            for (int g = 0; g < 8; ++g) {
+                u32 w[2][2];  // [h][word]: the u16 of block 4 g + jj in half jj %% 2 of word jj / 2
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int q = i + e;
-                    const u32 r = modp(d[q], p, M);
-                    if (FORM == 4) {
-                        out[e] = r;
-                        continue;
+                for (int jj = 0; jj < 4; ++jj) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int i = 4 * (4 * g + jj) + 2 * h;
+                        u32 out[2];
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int q = i + e;
+                            const u32 r = modp(d[q], p, M);
+                            if (FORM == 4) {
+                                out[e] = r;
+                                continue;
+                            }
+                            const int kq = FORM == 4 ? 0 : (q >> 2);
+                            const u32 prev = (keep[kq] >> (8 * (q & 3))) & 0xffu;
+                            u32 nk = r, o = 0u;
+                            if (t == 1) {
+                                o = prev >= r ? prev - r : prev + p - r;  // (T1 - T2) mod p
+                                nk = prev + r >= p ? prev + r - p : prev + r;  // (T1 + T2) mod p
+                            } else if (t == 2) {
+                                o = r >= prev ? r - prev : r + p - prev;  // (T3 - T1 - T2) mod p
+                            }
+                            if (t == 0 && (q & 3) == 0) {
+                                keep[kq] = nk;
+                            } else if (t < 2) {
+                                const u32 mask = 0xffu << (8 * (q & 3));
+                                keep[kq] = (keep[kq] & ~mask) | (nk << (8 * (q & 3)));
+                            }
+                            out[e] = o;
+                        }
+                        const u32 v = out[0] | (out[1] << 8);
+                        w[h][jj >> 1] = (jj & 1) ? (w[h][jj >> 1] | (v << 16)) : v;
                     }
-                    const int kq = FORM == 4 ? 0 : (q >> 2);
-                    const u32 prev = (keep[kq] >> (8 * (q & 3))) & 0xffu;
-                    u32 nk = r, o = 0u;
-                    if (t == 1) {
-                        o = prev >= r ? prev - r : prev + p - r;  // (T1 - T2) mod p
-                        nk = prev + r >= p ? prev + r - p : prev + r;  // (T1 + T2) mod p
-                    } else if (t == 2) {
-                        o = r >= prev ? r - prev : r + p - prev;  // (T3 - T1 - T2) mod p
-                    }
-                    if (t == 0 && (q & 3) == 0) {
-                        keep[kq] = nk;
-                    } else if (t < 2) {
-                        const u32 mask = 0xffu << (8 * (q & 3));
-                        keep[kq] = (keep[kq] & ~mask) | (nk << (8 * (q & 3)));
-                    }
-                    out[e] = o;
                 }
                 if (FORM == 4 || t > 0) {
-                    const int row = row0 + 8 * ((i >> 1) & 1), col = col0 + 8 * (i >> 2);
-                    if (row < m && col < ld) {
-                        const int pl = FORM == 4 ? t : t - 1;
-                        unsigned char* dst = ub + pl * plane + (long long)row * ld + col;
-                        if (acc) {  // a later K chunk: add the residues of the earlier ones
-                            const u32 prev = *(const unsigned short*)dst;
-                            const u32 s0 = out[0] + (prev & 0xffu), s1 = out[1] + (prev >> 8);
-                            out[0] = s0 >= p ? s0 - p : s0;
-                            out[1] = s1 >= p ? s1 - p : s1;
+                    const int pl = FORM == 4 ? t : t - 1;
+                    const int col = n0 + 8 * (4 * g + (lane & 3));  // 8 bytes: col .. col + 7
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        quad_transpose(w[h][0], w[h][1], lane);
+                        const int row = row0 + 8 * h;
+                        if (row < m && col < ld) {  // ld %% 16 == 0: col + 7 < ld too
+                            unsigned char* dst = ub + pl * plane + (long long)row * ld + col;
+                            if (acc) {  // a later K chunk: add the residues of the earlier ones
+                                add_mod_bytes(w[h][0], w[h][1], *(const uint2*)dst, p);
+                            }
+                            *(uint2*)dst = make_uint2(w[h][0], w[h][1]);
                         }
-                        *(unsigned short*)dst = (unsigned short)(out[0] | (out[1] << 8));
                     }
                 }
             }
