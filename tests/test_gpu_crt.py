@@ -248,12 +248,14 @@ def test_fused_k_chunks_equal_to_cpu(form, monkeypatch):
 
 
 def test_fused_default_rule_and_overrides(monkeypatch):
-    """Unset: fused for K <= FUSED_MAX_K, cuBLAS above; 0, 1, 3, 4 force; results always equal."""
+    """Unset: fused for K <= FUSED_MAX_K (direct form up to DIRECT_MAX_K, Karatsuba above),
+    cuBLAS above; 0, 1, 3, 4 force; results always equal."""
     _fused_or_skip()
     monkeypatch.delenv("OZSIM_CRT_FUSED", raising=False)
-    kmax = _cuda_crt.FUSED_MAX_K
-    for k, env, form in [(kmax, None, 3), (kmax + 1, None, 0), (300, "0", 0), (kmax + 1, "1", 3),
-                         (300, "4", 4), (300, "3", 3), (32769, "4", 3)]:
+    kmax, kdir = _cuda_crt.FUSED_MAX_K, _cuda_crt.DIRECT_MAX_K
+    for k, env, form in [(kmax, None, 3), (kmax + 1, None, 0), (kdir, None, 4), (kdir + 1, None, 3),
+                         (300, "0", 0), (kmax + 1, "1", 3), (300, "4", 4), (300, "3", 3),
+                         (32769, "4", 3)]:
         if env is None:
             monkeypatch.delenv("OZSIM_CRT_FUSED", raising=False)
         else:

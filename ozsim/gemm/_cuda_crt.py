@@ -868,6 +868,12 @@ def default_workspace_bytes(prep, plan) -> int:
 #: ms fused on different machines against a steady 336-345 (the GPU sits at its 700 W cap during
 #: the INT8 products, SM clocks 1320-1590 MHz, and the fused kernel's rate follows it).
 FUSED_MAX_K = 8192
+#: Largest padded K for which the default fused products take the direct form (4 products,
+#: B in 2 residue planes, an epilogue of two reductions) instead of Karatsuba's (3 products).
+#: H100, N = 28, 15 moduli, after the coalesced epilogue stores (RESULTS.md 3.4), direct /
+#: Karatsuba ms: d = 8 10.2 / 22.4, d = 9 17.4 / 25.3, d = 10 29.6 / 32.3-33.1, d = 11 55.3 /
+#: 47.5-51.6, d = 12 120 / 85-89, square 8192 52.4 / 39.3-40.7.
+DIRECT_MAX_K = 1024
 
 
 def _fused_form(kpad: int) -> int:
@@ -876,17 +882,20 @@ def _fused_form(kpad: int) -> int:
     Karatsuba's (3) or the direct (4) form. The results are the same integers in every case.
 
     ``OZSIM_CRT_FUSED``: ``0`` never fused; ``1`` or ``3`` always fused (Karatsuba) where the
-    GPU has it (compute capability 9.0; elsewhere a warning once and cuBLAS); ``4`` the direct
-    form (``kpad <= 32768``, else Karatsuba; slower than Karatsuba on every shape measured but
-    N = 28, d = 8, where it was 4% faster: RESULTS.md 3.3); unset or ``auto``: fused
-    (Karatsuba) where available and ``kpad <= FUSED_MAX_K``.
+    GPU has it (compute capability 9.0; elsewhere a warning once and cuBLAS); ``4`` always the
+    direct form (``kpad <= 32768``, else Karatsuba); unset or ``auto``: fused where available and
+    ``kpad <= FUSED_MAX_K``, in the direct form for ``kpad <= DIRECT_MAX_K`` (where the epilogue
+    dominates: 1.1-2.2x faster than Karatsuba's) and Karatsuba's above (where the tensor cores
+    do: a quarter fewer products).
     """
     mode = os.environ.get("OZSIM_CRT_FUSED", "auto")
     if mode == "0":
         return 0
     form = 4 if mode == "4" and kpad <= 32768 else 3
     if mode not in ("1", "3", "4"):
-        return form if kpad <= FUSED_MAX_K and _crt_wgmma.available() else 0
+        if kpad > FUSED_MAX_K or not _crt_wgmma.available():
+            return 0
+        return 4 if kpad <= DIRECT_MAX_K else 3
     if _crt_wgmma.available():
         return form
     state = _crt_wgmma._state
