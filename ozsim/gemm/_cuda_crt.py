@@ -597,6 +597,10 @@ MAX_HALVES = 6
 #: qb = 4 / 8 / 16 / 32 took 61 / 22 / 11 / 9.4 ms (the stores, 3 N bytes per value, want long
 #: runs; the loads' half-used sectors are served from L2 to the neighbouring warp).
 _TILE_CHUNKS = 32
+#: Threads per block of the residue kernels: 96 registers per thread allow 2 blocks of 256 per
+#: multiprocessor (16 warps) or 5 of 128 (20). H100 (``benchmarks/crt_residue_probe.py``): B of
+#: the N = 28, d = 8 state GEMM 9.70 -> 8.48 ms, A of a 16384 square 9.21 -> 8.60 ms.
+_RESIDUE_THREADS = 128
 #: Pieces of 13 bits in ``crt_residues32`` (FP32 arithmetic): plans keeping <= 65 bits.
 PIECE32_BITS = 13
 PIECES32 = 5
@@ -796,8 +800,9 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
             num_moduli, weighted, PIECE32_BITS, np.float32)
     else:
         name, variant, cst = "crt_residues", halves, _residue_constants(num_moduli, weighted)
+    grid = int(max(1, min(-(-total // _RESIDUE_THREADS), 64 * _cuda._sms())))
     _kernel(name, variant)(
-        (_cuda._grid(total),), (_THREADS,),
+        (grid,), (_RESIDUE_THREADS,),
         (x, np.int64(rows), np.int64(rows_alloc), np.int64(k), np.int64(kpad), np.int64(sr),
          np.int64(sc), f, np.int32(bits), np.int32(num_moduli), cst, out, np.int32(qb),
          np.int32(bool(rounding)), np.int32(planes)))
