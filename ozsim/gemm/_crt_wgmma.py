@@ -35,7 +35,7 @@ Structure (NVIDIA Hopper, ``sm_90a``; the usual warp-specialised TMA + ``wgmma``
 Ai Br) mod p`` as two INT32 chains of two products each, so B needs two residue planes instead
 of three and the epilogue two reductions and no kept bytes, for a third more tensor-core work:
 the default for ``K <= 1024`` (``_cuda_crt.DIRECT_MAX_K``), where the epilogue bounds the
-kernel (2.2x faster than Karatsuba's form at K = 256 on the H100), Karatsuba's above.
+kernel (1.8x faster than Karatsuba's form at K = 256 on the H100), Karatsuba's above.
 
 The epilogue writes whole 32-byte sectors: a thread's accumulators hold 2 adjacent output bytes
 every 8 columns, so each quad of lanes (one row) transposes its 4 x 4 block of 16-bit pieces
@@ -53,9 +53,9 @@ form for ``K <= 1024``, Karatsuba's above; override with ``OZSIM_CRT_FUSED=0/1/3
 registers, no spills. Checked on an H100 (2026-11-23/24) against exact FP64 products
 (``benchmarks/crt_fused_probe.py``, incl. ``|T| = 2**30``) and bitwise against the CPU
 (``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` 3.3-3.4. Karatsuba's epilogue
-(three reductions and the kept bytes of ``T1`` and ``T1 + T2`` per output) still bounds it at
-K <= 2048 (22 ms at N = 28, d = 8, against the direct form's 10); one epilogue per chain,
-specialised (tried), was slower at K = 1024-2048: the code grew from 8.6k to 13.6k instructions.
+is compiled once per chain (``epilogue<FORM, t>``: 9.0k instructions instead of 5.6k): with the
+whole-sector stores that made it 10-20% faster at every K measured (N = 28, d = 8..12; square
+8192); with 2-byte stores (RESULTS.md 3.3) it had been slower at K = 1024-2048.
 
 References:
     [Ozaki2] K. Ozaki, Y. Uchino, T. Imamura, arXiv:2504.08009 (2025): one exact GEMM per
@@ -280,6 +280,77 @@ __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntile
     n0 = (first + rem %% gw) * BN;
 }
 
+// The epilogue of chain t of a tile (TT = t for Karatsuba's chains; the direct form passes 0 and
+// its runtime t, whose loop is unrolled anyway): reduce the accumulators mod p, combine with the
+// kept bytes (Karatsuba), and write u_re / u_im in whole 32-byte sectors.
+template <int FORM, int TT, int NACC, int NKEEP>
+__device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP], int t, u32 p,
+                                         u32 M, unsigned char* __restrict__ ub, long long plane,
+                                         int row0, int n0, int lane, int m, int ld, int acc)
+{
+    // accumulator i = 4 j + 2 h + e: row row0 + 8 h, column n0 + 2 (lane %% 4) + 8 j + e. Per
+    // group of 4 column blocks j = 4 g .. 4 g + 3 and row half h, the quad (lanes 4r .. 4r + 3,
+    // one row) holds 32 adjacent output bytes as 2 bytes per lane and block; a 4 x 4 transpose
+    // of 16-bit elements inside the quad (quad_transpose) gives each lane 8 adjacent bytes, so
+    // that the warp writes whole 32-byte sectors (2-byte stores wrote a quarter of each sector
+    // they touched).
+#pragma unroll
+    for (int g = 0; g < 8; ++g) {
+        u32 w[2][2];  // [h][word]: the u16 of block 4 g + jj in half jj %% 2 of word jj / 2
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int i = 4 * (4 * g + jj) + 2 * h;
+                u32 out[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int q = i + e;
+                    const u32 r = modp(d[q], p, M);
+                    if (FORM == 4) {
+                        out[e] = r;
+                        continue;
+                    }
+                    const int kq = FORM == 4 ? 0 : (q >> 2);
+                    const u32 prev = (keep[kq] >> (8 * (q & 3))) & 0xffu;
+                    u32 nk = r, o = 0u;
+                    if (TT == 1) {
+                        o = prev >= r ? prev - r : prev + p - r;  // (T1 - T2) mod p
+                        nk = prev + r >= p ? prev + r - p : prev + r;  // (T1 + T2) mod p
+                    } else if (TT == 2) {
+                        o = r >= prev ? r - prev : r + p - prev;  // (T3 - T1 - T2) mod p
+                    }
+                    if (TT == 0 && (q & 3) == 0) {
+                        keep[kq] = nk;
+                    } else if (TT < 2) {
+                        const u32 mask = 0xffu << (8 * (q & 3));
+                        keep[kq] = (keep[kq] & ~mask) | (nk << (8 * (q & 3)));
+                    }
+                    out[e] = o;
+                }
+                const u32 v = out[0] | (out[1] << 8);
+                w[h][jj >> 1] = (jj & 1) ? (w[h][jj >> 1] | (v << 16)) : v;
+            }
+        }
+        if (FORM == 4 || TT > 0) {
+            const int pl = FORM == 4 ? t : t - 1;
+            const int col = n0 + 8 * (4 * g + (lane & 3));  // 8 bytes: col .. col + 7
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                quad_transpose(w[h][0], w[h][1], lane);
+                const int row = row0 + 8 * h;
+                if (row < m && col < ld) {  // ld %% 16 == 0: col + 7 < ld too
+                    unsigned char* dst = ub + pl * plane + (long long)row * ld + col;
+                    if (acc) {  // a later K chunk: add the residues of the earlier ones
+                        add_mod_bytes(w[h][0], w[h][1], *(const uint2*)dst, p);
+                    }
+                    *(uint2*)dst = make_uint2(w[h][0], w[h][1]);
+                }
+            }
+        }
+    }
+}
+
 // Persistent: CTA b does work items b, b + gridDim.x, ...; the stage ring (and its mbarrier
 // phases) runs on across items, so the producer loads the next tile during the epilogue.
 // FORM 3 (Karatsuba): A planes [Ar, Ai, Ar+Ai], B planes [Br, Bi, Br+Bi]; chains T1, T2, T3 of
@@ -399,66 +470,15 @@ __device__ __forceinline__ void gemm_mod_body(
             fence_acc(d);
             if (lane == 0) release<CL>(empty0 + 8 * ((it - 1) %% STAGES));
 
-            // epilogue of chain t; accumulator i = 4 j + 2 h + e: row row0 + 8 h, column
-            // n0 + 2 (lane %% 4) + 8 j + e. Per group of 4 column blocks j = 4 g .. 4 g + 3 and row half h,
-            // the quad (lanes 4r .. 4r + 3, one row) holds 32 adjacent output bytes as 2 bytes
-            // per lane and block; a 4 x 4 transpose of 16-bit elements inside the quad
-            // (quad_transpose) gives each lane 8 adjacent bytes, so that the warp writes whole
-            // 32-byte sectors (2-byte stores wrote a quarter of each sector they touched).
-#pragma unroll
-            for (int g = 0; g < 8; ++g) {
-                u32 w[2][2];  // [h][word]: the u16 of block 4 g + jj in half jj %% 2 of word jj / 2
-#pragma unroll
-                for (int jj = 0; jj < 4; ++jj) {
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const int i = 4 * (4 * g + jj) + 2 * h;
-                        u32 out[2];
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const int q = i + e;
-                            const u32 r = modp(d[q], p, M);
-                            if (FORM == 4) {
-                                out[e] = r;
-                                continue;
-                            }
-                            const int kq = FORM == 4 ? 0 : (q >> 2);
-                            const u32 prev = (keep[kq] >> (8 * (q & 3))) & 0xffu;
-                            u32 nk = r, o = 0u;
-                            if (t == 1) {
-                                o = prev >= r ? prev - r : prev + p - r;  // (T1 - T2) mod p
-                                nk = prev + r >= p ? prev + r - p : prev + r;  // (T1 + T2) mod p
-                            } else if (t == 2) {
-                                o = r >= prev ? r - prev : r + p - prev;  // (T3 - T1 - T2) mod p
-                            }
-                            if (t == 0 && (q & 3) == 0) {
-                                keep[kq] = nk;
-                            } else if (t < 2) {
-                                const u32 mask = 0xffu << (8 * (q & 3));
-                                keep[kq] = (keep[kq] & ~mask) | (nk << (8 * (q & 3)));
-                            }
-                            out[e] = o;
-                        }
-                        const u32 v = out[0] | (out[1] << 8);
-                        w[h][jj >> 1] = (jj & 1) ? (w[h][jj >> 1] | (v << 16)) : v;
-                    }
-                }
-                if (FORM == 4 || t > 0) {
-                    const int pl = FORM == 4 ? t : t - 1;
-                    const int col = n0 + 8 * (4 * g + (lane & 3));  // 8 bytes: col .. col + 7
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        quad_transpose(w[h][0], w[h][1], lane);
-                        const int row = row0 + 8 * h;
-                        if (row < m && col < ld) {  // ld %% 16 == 0: col + 7 < ld too
-                            unsigned char* dst = ub + pl * plane + (long long)row * ld + col;
-                            if (acc) {  // a later K chunk: add the residues of the earlier ones
-                                add_mod_bytes(w[h][0], w[h][1], *(const uint2*)dst, p);
-                            }
-                            *(uint2*)dst = make_uint2(w[h][0], w[h][1]);
-                        }
-                    }
-                }
+            // the epilogue of chain t, compiled once per chain (t a template argument)
+            if (FORM == 4) {
+                epilogue<FORM, 0>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
+            } else if (t == 0) {
+                epilogue<FORM, 0>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
+            } else if (t == 1) {
+                epilogue<FORM, 1>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
+            } else {
+                epilogue<FORM, 2>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
             }
         }
     }

@@ -875,9 +875,10 @@ def default_workspace_bytes(prep, plan) -> int:
 FUSED_MAX_K = 8192
 #: Largest padded K for which the default fused products take the direct form (4 products,
 #: B in 2 residue planes, an epilogue of two reductions) instead of Karatsuba's (3 products).
-#: H100, N = 28, 15 moduli, after the coalesced epilogue stores (RESULTS.md 3.4), direct /
-#: Karatsuba ms: d = 8 10.2 / 22.4, d = 9 17.4 / 25.3, d = 10 29.6 / 32.3-33.1, d = 11 55.3 /
-#: 47.5-51.6, d = 12 120 / 85-89, square 8192 52.4 / 39.3-40.7.
+#: H100, N = 28, 15 moduli, whole-sector stores and one Karatsuba epilogue per chain (RESULTS.md
+#: 3.4), products alone, direct / Karatsuba ms: d = 8 9.9 / 18.1, d = 9 17.4 / 20.4, d = 10
+#: 30.2 / 28.4, d = 11 52.4 / 44.5, d = 12 113 / 78.6, square 8192 52.7 / 37.2. At d = 10 end
+#: to end (same machine): state GEMM 50.8 / 50.2 ms, brickwork N = 26 0.102 / 0.116 s: direct.
 DIRECT_MAX_K = 1024
 
 
@@ -890,7 +891,7 @@ def _fused_form(kpad: int) -> int:
     GPU has it (compute capability 9.0; elsewhere a warning once and cuBLAS); ``4`` always the
     direct form (``kpad <= 32768``, else Karatsuba); unset or ``auto``: fused where available and
     ``kpad <= FUSED_MAX_K``, in the direct form for ``kpad <= DIRECT_MAX_K`` (where the epilogue
-    dominates: 1.1-2.2x faster than Karatsuba's) and Karatsuba's above (where the tensor cores
+    dominates) and Karatsuba's above (where the tensor cores
     do: a quarter fewer products).
     """
     mode = os.environ.get("OZSIM_CRT_FUSED", "auto")
