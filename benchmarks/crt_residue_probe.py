@@ -2,7 +2,8 @@
 
 Run from the repository root on a GPU with CuPy::
 
-    PYTHONPATH=. python3 benchmarks/crt_residue_probe.py --json benchmarks/results/crt_residue_probe.json
+    PYTHONPATH=. python3 benchmarks/crt_residue_probe.py \
+        --json benchmarks/results/crt_residue_probe.json
 
 For each operand (B of the N = 28, d = 8 state GEMM: strided columns, 58 bits, 15 moduli, the
 direct form's 2 planes; A of a 16384 square: contiguous rows, 62 bits, 16 moduli, 3 planes) it
@@ -56,14 +57,7 @@ def run_case(label, x, bits, N, weighted, planes, reps, variants):
                                                  rows_alloc=ra, out=out, planes=planes), reps)
     pieces = max(1, -(-bits // _cuda_crt.PIECE32_BITS))
     cst = _cuda_crt._residue_constants(N, weighted, _cuda_crt.PIECE32_BITS, np.float32)
-    sr, sc = _cuda._strides(x)
-    nq = kpad // 4
-    qb = 0
-    if abs(sr) <= abs(sc):
-        qb = 1
-        while qb * 2 <= min(nq, _cuda_crt._TILE_CHUNKS):
-            qb *= 2
-    total = ra * nq if qb == 0 else -(-ra // (32 // qb)) * -(-nq // qb) * 32
+    sr, sc, qb, total = _cuda_crt._residue_items(x, ra, kpad)
     nbytes = x.size * 16 + ref.size
     rows_out = [{"case": label, "variant": "ozsim default (256 threads)", "ms": 1e3 * t_def,
                  "GB/s": nbytes / t_def / 1e9, "equal": True}]

@@ -84,10 +84,9 @@ K_CHUNK = 8192
 #: Column tiles per raster group (CTAs that run together share A and B tiles in L2): 2 was the
 #: fastest of 2, 4, 8, 16, 64 on an H100 (RESULTS.md 3.3; 8 ran at 45% of 2's rate at 16384^3).
 GROUP_N = 2
-#: CTAs per cluster (1, or 2 with B multicast: see :func:`gemm_mod`); ``None``: 2 where A has
-#: exactly two row tiles (``128 < m <= 256``), else 1. H100, N = 28, 15 moduli: with 2-byte
-#: epilogue stores pairs ran d = 8 in 23.6-24.1 against 25.4 ms; with the coalesced stores
-#: 25.8 against 22.4 (slower), and slower or equal on every other shape (RESULTS.md 3.4): 1.
+#: CTAs per cluster (1, or 2 with B multicast: see :func:`gemm_mod`). H100, N = 28, 15 moduli:
+#: with 2-byte epilogue stores pairs ran d = 8 in 23.6-24.1 against 25.4 ms; with the coalesced
+#: stores 25.8 against 22.4 (slower), and slower or equal on every other shape (RESULTS.md 3.4).
 CLUSTER = 1
 _STAGE_BYTES = (BM + BN) * BK
 _SMEM_BYTES = STAGES * _STAGE_BYTES + 1024  # + alignment of the 1024-byte swizzle atoms
@@ -412,8 +411,9 @@ __device__ __forceinline__ void gemm_mod_body(
                             tma_load(sa + A_BYTES, &tb, (kb0 + kb) * BK, rb, full);
                         } else {
                             constexpr int H = BN / CL;
-                            tma_load_multicast(sa + A_BYTES + rank * H * BK, &tb, (kb0 + kb) * BK,
-                                               rb + rank * H, full, (unsigned short)((1 << CL) - 1));
+                            tma_load_multicast(sa + A_BYTES + rank * H * BK, &tb,
+                                               (kb0 + kb) * BK, rb + rank * H, full,
+                                               (unsigned short)((1 << CL) - 1));
                         }
                     }
                 }
@@ -471,9 +471,7 @@ __device__ __forceinline__ void gemm_mod_body(
             if (lane == 0) release<CL>(empty0 + 8 * ((it - 1) %% STAGES));
 
             // the epilogue of chain t, compiled once per chain (t a template argument)
-            if (FORM == 4) {
-                epilogue<FORM, 0>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
-            } else if (t == 0) {
+            if (FORM == 4 || t == 0) {
                 epilogue<FORM, 0>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
             } else if (t == 1) {
                 epilogue<FORM, 1>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
@@ -685,9 +683,7 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
     if kpad % 16 or b_res.shape[3] != kpad or ld % 16:
         raise ValueError("crt_gemm_mod needs kpad and ld multiples of 16")
     mtiles, ntiles = -(-m // BM), -(-min(nbp, ld) // BN)
-    if cluster is None:
-        cluster = CLUSTER if CLUSTER is not None else (2 if pa == 3 and mtiles == 2 else 1)
-    cl = int(cluster)
+    cl = int(CLUSTER if cluster is None else cluster)
     if cl not in (1, 2) or (cl == 2 and pa != 3):
         raise ValueError(f"crt_gemm_mod runs clusters of 1, or 2 in the Karatsuba form; got "
                          f"cluster = {cluster} with {pa} planes")

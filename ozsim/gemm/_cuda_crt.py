@@ -32,8 +32,9 @@ reduce        ``crt_reduce``: per modulus, reads the three INT32 planes and writ
               ``u_re = (T1 - T2) mod p`` and ``u_im = (T3 - T1 - T2) mod p`` as UINT8 (2 bytes
               per output instead of 12), in integer arithmetic (multiply-high by a reciprocal).
 crt           ``crt_finish`` (compiled per N): a thread takes 4 adjacent outputs of a row and
-              reads their ``2 N`` UINT8 residues as ``2 N`` words, forms per output the quotient and the base-2**40 digit sums in registers, carries, rounds
-              once, ``ldexp`` by the row and column exponents and writes the complex128 result
+              reads their ``2 N`` UINT8 residues as ``2 N`` words, forms per output the
+              quotient and the base-2**40 digit sums in registers, carries, rounds once,
+              ``ldexp`` by the row and column exponents and writes the complex128 result
               (any strides).
 ============  ===================================================================================
 
@@ -65,8 +66,8 @@ from ..errors import NonFiniteError
 from . import _crt_wgmma, _cuda
 from .ozaki2 import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS, crt_constants
 
-__all__ = ["analyse", "analyse_pair", "default_workspace_bytes", "int8_crt_zgemm_gpu", "last_stats",
-           "residues_gpu"]
+__all__ = ["analyse", "analyse_pair", "default_workspace_bytes", "int8_crt_zgemm_gpu",
+           "last_stats", "residues_gpu"]
 
 _THREADS = _cuda._THREADS
 
@@ -787,14 +788,7 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
         out = cp.empty((num_moduli, planes, rows_alloc, kpad), dtype=cp.int8)
     if rows_alloc == 0 or kpad == 0:
         return out
-    sr, sc = _cuda._strides(x) if rows and k else (1, 1)
-    nq = kpad // 4
-    qb = 0
-    if abs(sr) <= abs(sc):  # rows adjacent in memory: tiles of rows x chunks per warp
-        qb = 1
-        while qb * 2 <= min(nq, _TILE_CHUNKS):
-            qb *= 2
-    total = rows_alloc * nq if qb == 0 else -(-rows_alloc // (32 // qb)) * -(-nq // qb) * 32
+    sr, sc, qb, total = _residue_items(x, rows_alloc, kpad)
     if pieces <= PIECES32:  # FP32 arithmetic (compute-bound kernel, twice the FP64 rate)
         name, variant, cst = "crt_residues32", 100 + pieces, _residue_constants(
             num_moduli, weighted, PIECE32_BITS, np.float32)
@@ -807,6 +801,22 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
          np.int64(sc), f, np.int32(bits), np.int32(num_moduli), cst, out, np.int32(qb),
          np.int32(bool(rounding)), np.int32(planes)))
     return out
+
+
+def _residue_items(x, rows_alloc: int, kpad: int) -> tuple[int, int, int, int]:
+    """``(sr, sc, qb, total)`` of the residue kernels on ``x`` ``(rows, k)``: element strides,
+    chunks per warp row (0: rows contiguous along k, adjacent threads take adjacent chunks; else
+    :data:`_TILE_CHUNKS` at most, tiles of ``32 / qb`` rows) and grid-stride items."""
+    rows, k = x.shape
+    sr, sc = _cuda._strides(x) if rows and k else (1, 1)
+    nq = kpad // 4
+    qb = 0
+    if abs(sr) <= abs(sc):  # rows adjacent in memory: tiles of rows x chunks per warp
+        qb = 1
+        while qb * 2 <= min(nq, _TILE_CHUNKS):
+            qb *= 2
+    total = rows_alloc * nq if qb == 0 else -(-rows_alloc // (32 // qb)) * -(-nq // qb) * 32
+    return sr, sc, qb, total
 
 
 def _pad4(x: int) -> int:
