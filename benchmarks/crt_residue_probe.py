@@ -1,80 +1,71 @@
-"""Launch shapes of scheme II's residue kernel (``crt_residues32``): block size and register cap.
+"""Scheme II's residue kernel (``crt_residues32``) against an earlier version, and its block size.
 
 Run from the repository root on a GPU with CuPy::
 
-    PYTHONPATH=. python3 benchmarks/crt_residue_probe.py \
+    PYTHONPATH=. python3 benchmarks/crt_residue_probe.py [--old OLD_CUDA_CRT.py] \
         --json benchmarks/results/crt_residue_probe.json
 
-For each operand (B of the N = 28, d = 8 state GEMM: strided columns, 58 bits, 15 moduli, the
-direct form's 2 planes; A of a 16384 square: contiguous rows, 62 bits, 16 moduli, 3 planes) it
-times ``residues_gpu`` as ozsim launches it and variants compiled here with
-``__launch_bounds__(threads, blocks)``, each checked bitwise against the default kernel's output.
-Prints a table, writes JSON; nothing is asserted.
+For each operand (B of the N = 28, d = 8 state GEMM: strided columns, 58 bits, 15 moduli, in
+the direct form's 2 planes and Karatsuba's 3; A of a 16384 square: contiguous rows, 62 bits,
+16 moduli, 3 planes) it times ``residues_gpu`` as ozsim launches it, with other block sizes,
+and (``--old``: a copy of an earlier ``ozsim/gemm/_cuda_crt.py``, loaded as a sibling module)
+the earlier kernel, whose output must be byte-equal. Prints a table, writes JSON; nothing is
+asserted (the residues are tested against the CPU in ``tests/test_gpu_crt.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(__file__))
 from gemm_bench import _cupy, gpu_name, timed  # noqa: E402
 
 
-def _variant(threads: int, blocks: int, pieces: int):
-    """``crt_residues32`` compiled with ``__launch_bounds__(threads, blocks)`` (0: none)."""
+def _load_old(path: str):
+    """An earlier ``_cuda_crt.py`` as the module ``ozsim.gemm._cuda_crt_old``."""
+    import ozsim.gemm  # noqa: F401  (the package its relative imports resolve in)
+
+    spec = importlib.util.spec_from_file_location("ozsim.gemm._cuda_crt_old", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_case(label, x, bits, N, weighted, planes, reps, old):
     cp = _cupy()
     from ozsim.gemm import _cuda_crt
-    from ozsim.gemm.ozaki2 import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS
-
-    code = _cuda_crt._SOURCE % {"nfrac": NORM_FRAC_BITS, "lbits": LIMB_BITS,
-                                "allow": LOSS_ALLOWANCE_BITS}
-    if blocks:
-        code = code.replace('extern "C" __global__ void crt_residues32(',
-                            f'extern "C" __global__ void __launch_bounds__({threads}, {blocks}) '
-                            'crt_residues32(')
-    mod = cp.RawModule(code=code, options=(f"-DNP={pieces}",))
-    return mod.get_function("crt_residues32")
-
-
-def run_case(label, x, bits, N, weighted, planes, reps, variants):
-    cp = _cupy()
-    from ozsim.gemm import _cuda, _cuda_crt
 
     rows, k = x.shape
     f, _ = _cuda_crt.analyse(x, moments=False)
     kpad = _cuda_crt._pad16(k)
     ra = _cuda_crt._pad4(rows)
-    ref = _cuda_crt.residues_gpu(x, f, bits, N, weighted=weighted, kpad=kpad, rows_alloc=ra,
-                                 planes=planes)
+    kw = dict(weighted=weighted, kpad=kpad, rows_alloc=ra, planes=planes)
+    ref = _cuda_crt.residues_gpu(x, f, bits, N, **kw)
     out = cp.empty_like(ref)
-    t_def = timed(lambda: _cuda_crt.residues_gpu(x, f, bits, N, weighted=weighted, kpad=kpad,
-                                                 rows_alloc=ra, out=out, planes=planes), reps)
-    pieces = max(1, -(-bits // _cuda_crt.PIECE32_BITS))
-    cst = _cuda_crt._residue_constants(N, weighted, _cuda_crt.PIECE32_BITS, np.float32)
-    sr, sc, qb, total = _cuda_crt._residue_items(x, ra, kpad)
     nbytes = x.size * 16 + ref.size
-    rows_out = [{"case": label, "variant": "ozsim default (256 threads)", "ms": 1e3 * t_def,
-                 "GB/s": nbytes / t_def / 1e9, "equal": True}]
-    for threads, blocks, per_sm in variants:
-        kern = _variant(threads, blocks, pieces)
-        grid = int(max(1, min(-(-total // threads), per_sm * _cuda._sms())))
-        args = (x, np.int64(rows), np.int64(ra), np.int64(k), np.int64(kpad), np.int64(sr),
-                np.int64(sc), f, np.int32(bits), np.int32(N), cst, out, np.int32(qb),
-                np.int32(1), np.int32(planes))
-        out.fill(0)
-        t = timed(lambda: kern((grid,), (threads,), args), reps)
-        same = bool((out == ref).all())
-        name = f"{threads} threads, bounds {blocks or '-'}, {per_sm} blocks/SM in grid"
-        rows_out.append({"case": label, "variant": name, "ms": 1e3 * t,
-                         "GB/s": nbytes / t / 1e9, "equal": same})
+    rows_out = []
+    variants = [("ozsim", _cuda_crt, t) for t in (_cuda_crt._RESIDUE_THREADS, 256)]
+    if old is not None:
+        variants.append(("old", old, old._RESIDUE_THREADS))
+    for name, mod, threads in variants:
+        saved = mod._RESIDUE_THREADS
+        mod._RESIDUE_THREADS = threads
+        try:
+            out.fill(0)
+            t = timed(lambda: mod.residues_gpu(x, f, bits, N, out=out, **kw), reps)
+        finally:
+            mod._RESIDUE_THREADS = saved
+        rows_out.append({"case": label, "variant": f"{name}, {threads} threads", "ms": 1e3 * t,
+                         "GB/s": nbytes / t / 1e9, "equal": bool((out == ref).all()),
+                         "pieces": _cuda_crt.pieces32(bits)})
     for r in rows_out:
-        print(f"  {r['case']:>28} {r['variant']:>44}: {r['ms']:8.3f} ms {r['GB/s']:7.0f} GB/s "
+        print(f"  {r['case']:>34} {r['variant']:>20}: {r['ms']:8.3f} ms {r['GB/s']:7.0f} GB/s "
               f"equal={r['equal']}", flush=True)
     return rows_out
 
@@ -82,18 +73,20 @@ def run_case(label, x, bits, N, weighted, planes, reps, variants):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--old", default="", help="an earlier ozsim/gemm/_cuda_crt.py to compare")
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     cp = _cupy()
-    variants = [(256, 0, 32), (128, 0, 64), (512, 0, 16), (256, 3, 32), (128, 6, 64),
-                (256, 4, 32)]
+    old = _load_old(args.old) if args.old else None
     rs = cp.random.RandomState(5)
     rows = []
     state = rs.standard_normal((256, 1 << 20)) + 1j * rs.standard_normal((256, 1 << 20))
-    rows += run_case("B, N=28 d=8 (58 bits, 15)", state.T, 58, 15, False, 2, args.reps, variants)
+    for planes in (2, 3):
+        rows += run_case(f"B, N=28 d=8 (58 bits, 15), {planes} pl", state.T, 58, 15, False,
+                         planes, args.reps, old)
     del state
     a = rs.standard_normal((16384, 16384)) + 1j * rs.standard_normal((16384, 16384))
-    rows += run_case("A, square 16384 (62 bits, 16)", a, 62, 16, True, 3, args.reps, variants)
+    rows += run_case("A, square 16384 (62 bits, 16), 3 pl", a, 62, 16, True, 3, args.reps, old)
     del a
     print("\n| case | variant | ms | GB/s | equal |")
     for r in rows:

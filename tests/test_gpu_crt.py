@@ -76,7 +76,7 @@ def test_reduce_extreme_products():
         assert np.array_equal(got[1], (t[2] - t[0] - t[1]) % p), p
 
 
-@pytest.mark.parametrize("bits", [13, 40, 60, 65, 66, 100, 150])
+@pytest.mark.parametrize("bits", [13, 30, 40, 58, 60, 65, 66, 70, 71, 100, 150])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("rounding", [True, False])
 def test_residues_match_cpu(bits, weighted, rounding):
@@ -106,6 +106,48 @@ def test_residues_match_cpu(bits, weighted, rounding):
                                            kpad=kpad, rows_alloc=ra, rounding=rounding,
                                            planes=planes).get()
             assert np.array_equal(other, np.stack(want_planes, axis=1)), (bits, planes)
+
+
+@pytest.mark.parametrize("bits", [15, 16, 29, 30, 44, 45, 58, 59, 65, 70])
+def test_residues_extreme_integers(bits):
+    """Scaled integers at the edge of each piece plan (crt_residues32's bound |acc| < 2**23 is
+    tightest there): |v| = 2**bits, 2**bits - 1 (53 bits of ones, shifted), and the ties of the
+    balanced pieces (v = 2**(PB - 1) (1 + 2**PB + ...)), both signs, every modulus, all planes."""
+    plan = _cuda_crt.pieces32(bits)
+    pb = plan[1] if plan else 26
+    top = 2.0**bits
+    specials = [top, top - 2.0 ** max(0, bits - 53), 2.0 ** (pb - 1), 0.0, 1.0,
+                sum(2.0 ** (pb * i + pb - 1) for i in range(bits // pb)),
+                sum(2.0 ** (pb * i + pb - 1) for i in range(bits // pb)) + 2.0 ** (pb - 2)]
+    vals = np.array([s for s in specials if abs(s) <= top] * 2)
+    rng = np.random.default_rng(bits)
+    vals = np.concatenate([vals, -vals, rng.uniform(-1, 1, 64) * top])
+    k = 4 * (-(-vals.size // 4))
+    x = np.zeros((2, k), dtype=np.complex128)
+    x[0, :vals.size] = vals * 2.0**-bits + 1j * vals[::-1] * 2.0**-bits
+    x[1, :vals.size] = -vals[::-1] * 2.0**-bits + 1j * vals * 2.0**-bits
+    f = np.zeros(2, dtype=np.int32)  # v = rint(x 2**bits) exactly the values above
+    shift = (bits - f)[:, None]
+    pr = scaled_pieces(x.real, shift, bits)
+    pi = scaled_pieces(x.imag, shift, bits)
+    const = crt_constants(20)
+    for weighted in (False, True):
+        got = _cuda_crt.residues_gpu(cp.asarray(x), cp.asarray(f), bits, 20, weighted=weighted,
+                                     kpad=k, rows_alloc=4).get()
+        for i, (p, q) in enumerate(zip(const.moduli, const.weights)):
+            want = residues(pr, pi, p, q if weighted else 1)
+            assert np.array_equal(got[i, :, :2], want.astype(np.int8)), (bits, p, weighted)
+
+
+@pytest.mark.parametrize("bits, plan", [(15, (1, 13)), (30, (2, 15)), (44, (3, 15)),
+                                        (58, (4, 15)), (59, (5, 13)), (70, (5, 14)), (71, None)])
+def test_pieces32_plan_and_bound(bits, plan):
+    """The fewest balanced pieces, and the bound that makes them exact, at each edge."""
+    assert _cuda_crt.pieces32(bits) == plan
+    if plan:
+        n, pb = plan
+        top = max(0, bits - pb * (n - 1))
+        assert 128 * ((n - 1) * 2 ** (pb - 1) + 2**top) < 2**23
 
 
 @pytest.mark.parametrize("m, k, n", SHAPES)

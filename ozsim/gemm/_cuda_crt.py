@@ -277,8 +277,10 @@ __device__ __forceinline__ bool crt_item(long long idx, int qb, long long nrt, l
 // The 4 values of chunk q of row r (zero outside the matrix), each part scaled to its integer
 // v = rnd(ldexp(x, bits - f[r])) (rint if rnd, else trunc: the scheme's one rounding) and split
 // exactly into NPC pieces of PB bits, v = sum_i h_i 2**(PB i), all of v's sign; T holds them
-// exactly (|h_i| <= 2**PB).
-template <typename T, int PB, int NPC>
+// exactly (|h_i| <= 2**PB). BAL: balanced pieces instead (each rounded to nearest by rint_small:
+// |h_i| <= 2**(PB - 1) below the top one, |h_top| <= max(1, 2**(bits - PB (NPC - 1))), mixed
+// signs), with FP64 adds where truncation takes the conversion unit.
+template <typename T, int PB, int NPC, bool BAL = false>
 __device__ __forceinline__ void crt_pieces(
     const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
     const int* __restrict__ f, int bits, int rnd, long long r, long long q, T (&h)[2][4][NPC])
@@ -298,7 +300,8 @@ __device__ __forceinline__ void crt_pieces(
             double y = rnd ? rint(ys) : trunc(ys);
 #pragma unroll
             for (int i = NPC - 1; i > 0; --i) {
-                const double hi_ = trunc(y * pow2(-PB * i));  // exact (|y| >= 1 or 0)
+                const double hi_ = BAL ? rint_small(y * pow2(-PB * i))  // |.| < 2**51
+                                       : trunc(y * pow2(-PB * i));  // exact (|y| >= 1 or 0)
                 h[part][c][i] = (T)hi_;  // exact
                 y -= hi_ * pow2(PB * i);  // exact: the bits of y below 2**(PB i)
             }
@@ -374,84 +377,111 @@ extern "C" __global__ void crt_residues(
     }
 }
 
-// The same residues for plans that keep bits <= 13 NP (NP <= 5): v is split exactly into NP
-// signed pieces of 13 bits (|h_i| <= 2**13, held as FP32), and per modulus
-// acc = sum_i h_i W_i (W_i = 2**(13 i) * weight mod p, |W_i| <= 128) is an integer below
-// 5 2**20 < 2**23: exact in FP32 in any order, FMAs included. symmod32 then works as symmod
-// (quotient within 1 of round(acc / p): relative error 2**-23 on a quotient below 2**15), on
-// the FP32 units (twice the FP64 rate; the FP64 path is compute-bound). cst32 is (nmod, 12)
-// float: p, 1/p, hi, lo, W_0 .. W_4, 0, 0, 0.
+// The same residues for plans that keep at most 70 bits, in FP32 arithmetic (twice the FP64
+// rate; the kernel is issue-bound): v is split exactly into NP balanced pieces of PB32 bits
+// (crt_pieces<..., true>: |h_i| <= 2**(PB32 - 1) below the top piece, held as FP32), and per
+// modulus acc = sum_i h_i W_i (W_i = 2**(PB32 i) * weight mod p, |W_i| <= 128) is an integer
+// with |acc| < 2**23 (pieces32() picks NP and PB32 so): exact in FP32 in any order, FMAs
+// included. The residue is r = acc - q p with q = rint(acc ip), ip = fl32(1/p), by magic-number
+// rounding (acc ip + 1.5 2**23 rounds to the integer grid; |acc ip| < 2**16):
+// |acc / p - q| <= 1/2 + |acc| 2**-24 / p, so |r| <= p/2 + |acc| 2**-24 < p/2 + 1/2. For odd p
+// that is |r| <= (p - 1)/2, the symmetric residue itself; for p = 256, |r| <= 128, whose low
+// byte is the residue (128 and -128 share the byte 0x80). No correction steps: the bytes equal
+// those of symmod (and the CPU's ozaki2.residues). Re + Im: s = r_re + r_im (|s| < 2 p) by the
+// same step. The per-modulus constants p, ip, W_i are literals in res32_all (generated per N,
+// PB32 and weighting by _residue32_source), so the fully unrolled loop over moduli loads none.
 #define RMAGIC32 12582912.0f  // 1.5 * 2**23
 
-__device__ __forceinline__ float symmod32(float x, float p, float ip, float hi, float lo)
+__device__ __forceinline__ float rem32(float x, float p, float ip)
 {
-    const float q = fmaf(x, ip, RMAGIC32) - RMAGIC32;  // rint(x / p) within 1
-    float r = fmaf(-q, p, x);  // exact: integers below 2**24
-    if (r > hi) r -= p;
-    if (r < lo) r += p;
-    return r;
+    const float q = fmaf(x, ip, RMAGIC32) - RMAGIC32;  // rint(x ip)
+    return fmaf(-q, p, x);  // exact: integers below 2**24
+}
+
+// the low bytes of 4 small integer-valued floats (|r| <= 2**22) as one little-endian word
+__device__ __forceinline__ unsigned int pack4(const float (&r)[4])
+{
+    const unsigned int b0 = __float_as_uint(r[0] + RMAGIC32), b1 = __float_as_uint(r[1] + RMAGIC32);
+    const unsigned int b2 = __float_as_uint(r[2] + RMAGIC32), b3 = __float_as_uint(r[3] + RMAGIC32);
+    return __byte_perm(__byte_perm(b0, b1, 0x0040u), __byte_perm(b2, b3, 0x0040u), 0x5410u);
 }
 
 #ifndef NP
 #define NP 5
 #endif
-extern "C" __global__ void crt_residues32(
+#ifndef PB32
+#define PB32 13
+#endif
+// One modulus: the residue planes of 4 values (h: [part][c][piece]) at d, planes ps apart:
+// PLANES 2 [r, i], 3 [r, i, r + i], 4 [r, -i, r, i] (-i of -128 mod 256 is the same byte).
+template <int PLANES>
+__device__ __forceinline__ void res32_mod(const float (&h)[2][4][NP], signed char* d,
+                                          long long ps, float p, float ip, float w0, float w1,
+                                          float w2, float w3, float w4)
+{
+    const float w[5] = {w0, w1, w2, w3, w4};
+    float rr[3][4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+            float acc = h[part][c][0] * w[0];
+#pragma unroll
+            for (int i = 1; i < NP; ++i) acc = fmaf(h[part][c][i], w[i], acc);  // exact
+            rr[part][c] = rem32(acc, p, ip);
+        }
+        if (PLANES == 3) rr[2][c] = rem32(rr[0][c] + rr[1][c], p, ip);
+        if (PLANES == 4) rr[2][c] = -rr[1][c];
+    }
+    const unsigned int wr = pack4(rr[0]), wi = pack4(rr[1]);
+    *(unsigned int*)d = wr;
+    if (PLANES == 4) {
+        *(unsigned int*)(d + ps) = pack4(rr[2]);
+        *(unsigned int*)(d + 2 * ps) = wr;
+        *(unsigned int*)(d + 3 * ps) = wi;
+    } else {
+        *(unsigned int*)(d + ps) = wi;
+        if (PLANES == 3) *(unsigned int*)(d + 2 * ps) = pack4(rr[2]);
+    }
+}
+
+#ifdef NMODR
+%(res32_all)s
+
+template <int PLANES>
+__device__ __forceinline__ void crt_residues32_body(
     const double2* __restrict__ x, long long rows, long long ra, long long k, long long kpad,
-    long long sr, long long sc, const int* __restrict__ f, int bits, int nmod,
-    const float* __restrict__ cst, signed char* __restrict__ out, int qb, int rnd,
-    int planes)
+    long long sr, long long sc, const int* __restrict__ f, int bits,
+    signed char* __restrict__ out, int qb, int rnd)
 {
     const long long nq = kpad / 4;
     const int rb = qb ? 32 / qb : 1;
     const long long nrt = (ra + rb - 1) / rb;
     const long long total = qb ? nrt * ((nq + qb - 1) / qb) * 32 : ra * nq;
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long mstride = planes * ra * kpad;
+    const long long ps = ra * kpad;
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += stride) {
         long long r, q;
         if (!crt_item(idx, qb, nrt, nq, ra, r, q)) continue;
         float h[2][4][NP];
-        crt_pieces<float, 13, NP>(x, rows, k, sr, sc, f, bits, rnd, r, q, h);
-        signed char* dst = out + r * kpad + q * 4;
-        for (int l = 0; l < nmod; ++l) {
-            const float* cl = cst + 12 * l;
-            const float p = cl[0], ip = cl[1], hi = cl[2], lo = cl[3];
-            float w[NP];
-#pragma unroll
-            for (int i = 0; i < NP; ++i) w[i] = cl[4 + i];
-            unsigned int wr = 0u, wi = 0u, ws = 0u;
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                float rr[2];
-#pragma unroll
-                for (int part = 0; part < 2; ++part) {
-                    float acc = h[part][c][0] * w[0];
-#pragma unroll
-                    for (int i = 1; i < NP; ++i) acc = fmaf(h[part][c][i], w[i], acc);  // exact
-                    rr[part] = symmod32(acc, p, ip, hi, lo);
-                }
-                float rs = rr[0] + rr[1];  // |rs| <= 256: one correction each way
-                if (rs > hi) rs -= p;
-                if (rs < lo) rs += p;
-                if (planes == 4) rs = -rr[1];  // -i (p = 256: 128 wraps to -128, same residue)
-                wr |= ((unsigned int)__float_as_int(rr[0] + RMAGIC32) & 0xffu) << (8 * c);
-                wi |= ((unsigned int)__float_as_int(rr[1] + RMAGIC32) & 0xffu) << (8 * c);
-                ws |= ((unsigned int)__float_as_int(rs + RMAGIC32) & 0xffu) << (8 * c);
-            }
-            signed char* d = dst + (long long)l * mstride;
-            *(unsigned int*)d = wr;
-            if (planes == 4) {  // [r, -i, r, i]: the direct form of the fused products
-                *(unsigned int*)(d + ra * kpad) = ws;
-                *(unsigned int*)(d + 2 * ra * kpad) = wr;
-                *(unsigned int*)(d + 3 * ra * kpad) = wi;
-            } else {
-                *(unsigned int*)(d + ra * kpad) = wi;
-                if (planes == 3) *(unsigned int*)(d + 2 * ra * kpad) = ws;
-            }
-        }
+        crt_pieces<float, PB32, NP, true>(x, rows, k, sr, sc, f, bits, rnd, r, q, h);
+        res32_all<PLANES>(h, out + r * kpad + q * 4, ps, PLANES * ps);
     }
 }
+
+#define RES32_KERNEL(PL)                                                                      \
+    extern "C" __global__ void crt_residues32_##PL(                                         \
+        const double2* __restrict__ x, long long rows, long long ra, long long k,           \
+        long long kpad, long long sr, long long sc, const int* __restrict__ f, int bits,    \
+        signed char* __restrict__ out, int qb, int rnd)                                     \
+    {                                                                                        \
+        crt_residues32_body<PL>(x, rows, ra, k, kpad, sr, sc, f, bits, out, qb, rnd);        \
+    }
+RES32_KERNEL(2)
+RES32_KERNEL(3)
+RES32_KERNEL(4)
+#endif
 
 // One modulus: t holds the INT32 planes T1, T2, T3 (each (mp, ld) row-major, plane elements
 // apart, ld a multiple of 4); u gets u_re = (T1 - T2) mod p and u_im = (T3 - T1 - T2) mod p in
@@ -602,28 +632,80 @@ _TILE_CHUNKS = 32
 #: multiprocessor (16 warps) or 5 of 128 (20). H100 (``benchmarks/crt_residue_probe.py``): B of
 #: the N = 28, d = 8 state GEMM 9.70 -> 8.48 ms, A of a 16384 square 9.21 -> 8.60 ms.
 _RESIDUE_THREADS = 128
-#: Pieces of 13 bits in ``crt_residues32`` (FP32 arithmetic): plans keeping <= 65 bits.
-PIECE32_BITS = 13
+#: At most this many balanced pieces in ``crt_residues32`` (FP32 arithmetic): plans keeping
+#: <= 70 bits (:func:`pieces32`).
 PIECES32 = 5
+
+
+def pieces32(bits: int) -> tuple[int, int] | None:
+    """``(NP, PB)``: the fewest balanced pieces (and their bits, 13..16) in which
+    ``crt_residues32`` holds a scaled integer of ``bits`` bits, or ``None`` (more than
+    :data:`PIECES32`: the FP64 kernel).
+
+    The condition is the kernel's exactness bound (``_SOURCE``, ``crt_residues32``):
+    ``|acc| = |sum_i h_i W_i| <= 128 ((NP - 1) 2**(PB - 1) + 2**max(0, bits - PB (NP - 1)))
+    < 2**23``, so that one quotient ``rint(acc fl32(1/p))`` gives the symmetric residue with no
+    correction. Examples: 58 bits -> 4 pieces of 15; 62 -> 5 of 13; 70 -> 5 of 14.
+    """
+    for np_ in range(1, PIECES32 + 1):
+        for pb in range(13, 17):
+            top = max(0, bits - pb * (np_ - 1))
+            if 128 * ((np_ - 1) * 2 ** (pb - 1) + 2**top) < 2**23:
+                return np_, pb
+    return None
 _INT_MIN = -(2**31)
 
 
 def _kernel(name: str, halves: int = 1, num_moduli: int = 0):
-    """A kernel of :data:`_SOURCE`, compiled once per number of 26-bit halves (``-DNH``), or of
-    13-bit pieces (``halves = 100 + NP``: ``-DNP``, ``crt_residues32``) and, for ``crt_finish``,
-    per number of moduli (``-DNMODC``, ``-DNLIMBC``)."""
+    """A kernel of :data:`_SOURCE`, compiled once per number of 26-bit halves (``-DNH``) and,
+    for ``crt_finish``, per number of moduli (``-DNMODC``, ``-DNLIMBC``)."""
     key = (halves, num_moduli)
     mod = _modules.get(key)
     if mod is None:
-        code = _SOURCE % {"nfrac": NORM_FRAC_BITS, "lbits": LIMB_BITS,
-                          "allow": LOSS_ALLOWANCE_BITS}
-        # halves > 100: crt_residues32 with halves - 100 pieces of 13 bits
-        opts = [f"-DNH={halves}"] if halves < 100 else [f"-DNP={halves - 100}"]
+        opts = [f"-DNH={halves}"]
         if num_moduli:
             opts += [f"-DNMODC={num_moduli}", f"-DNLIMBC={crt_constants(num_moduli).num_limbs}"]
-        mod = _modules[key] = cp.RawModule(code=code, options=tuple(opts))
+        mod = _modules[key] = cp.RawModule(code=_source(), options=tuple(opts))
     return mod.get_function(name)
 
+
+def _source(res32_all: str = "") -> str:
+    return _SOURCE % {"nfrac": NORM_FRAC_BITS, "lbits": LIMB_BITS,
+                      "allow": LOSS_ALLOWANCE_BITS, "res32_all": res32_all}
+
+
+def _f32(v: float) -> str:
+    """A CUDA float literal that parses to ``fl32(v)`` exactly (shortest round-trip digits)."""
+    return np.format_float_scientific(np.float32(v), unique=True) + "f"
+
+
+def _residue32_source(num_moduli: int, weighted: bool, piece_bits: int) -> str:
+    """``res32_all``: one ``res32_mod`` call per modulus with its constants as literals (``p``,
+    ``fl32(1/p)``, ``W_i``; :func:`_residue_table_host`'s values), for the first
+    ``num_moduli`` moduli, weighted by the CRT weights ``q_p`` (A) or not (B)."""
+    table = _residue_table_host(num_moduli, weighted, piece_bits, np.float32)
+    calls = []
+    for l, row in enumerate(table):
+        args = ", ".join(_f32(v) for v in [row[0], row[1], *row[4:4 + PIECES32]])
+        calls.append(f"    res32_mod<PLANES>(h, d + {l}LL * ms, ps, {args});")
+    return ("template <int PLANES>\n__device__ __forceinline__ void res32_all(\n"
+            "    const float (&h)[2][4][NP], signed char* d, long long ps, long long ms)\n{\n"
+            + "\n".join(calls) + "\n}")
+
+
+def _residue32_kernel(pieces: int, piece_bits: int, num_moduli: int, weighted: bool,
+                      planes: int):
+    """``crt_residues32_<planes>``, compiled once per number of balanced pieces and their bits
+    (``-DNP``, ``-DPB32``; :func:`pieces32`), number of moduli and weighting (the moduli's
+    constants are literals of the code)."""
+    key = ("res32", pieces, piece_bits, num_moduli, bool(weighted))
+    mod = _modules.get(key)
+    if mod is None:
+        code = _source(_residue32_source(num_moduli, weighted, piece_bits))
+        mod = _modules[key] = cp.RawModule(
+            code=code, options=(f"-DNP={pieces}", f"-DPB32={piece_bits}",
+                                f"-DNMODR={num_moduli}"))
+    return mod.get_function(f"crt_residues32_{planes}")
 
 def _grid1(items: int) -> int:
     """Blocks of a grid-stride loop over ``items``: at most ~8 resident blocks per SM."""
@@ -737,9 +819,14 @@ def _residue_constants(num_moduli: int, weighted: bool, piece_bits: int = HALF_B
 
 
 def _residue_table(num_moduli: int, weighted: bool, piece_bits: int, dtype):
-    """``(N, 12)`` ``dtype``: ``p, fl(1/p), hi, lo`` and ``W_i = 2**(piece_bits i) * weight mod
-    p`` (symmetric, i = 0..5 (FP64 kernel) or 0..4 (FP32 kernel)), the weight being the CRT
-    weight ``q_p`` for A and 1 for B."""
+    """:func:`_residue_table_host` on the current device."""
+    return cp.asarray(_residue_table_host(num_moduli, weighted, piece_bits, dtype))
+
+
+def _residue_table_host(num_moduli: int, weighted: bool, piece_bits: int, dtype) -> np.ndarray:
+    """``(N, 12)`` ``dtype`` (NumPy): ``p, fl(1/p), hi, lo`` and ``W_i = 2**(piece_bits i) *
+    weight mod p`` (symmetric, i = 0..5 (FP64 kernel) or 0..4 (FP32 kernel)), the weight being
+    the CRT weight ``q_p`` for A and 1 for B."""
     const = crt_constants(num_moduli)
     count = MAX_HALVES if dtype == np.float64 else PIECES32
     rows = []
@@ -751,7 +838,7 @@ def _residue_table(num_moduli: int, weighted: bool, piece_bits: int, dtype):
             ws.append(float(v - p if v > (p - 1) // 2 else v))
         row = [float(p), float(dtype(1.0) / dtype(p)), float((p - 1) // 2), float(-(p // 2))]
         rows.append(row + ws + [0.0] * (8 - count))
-    return cp.asarray(np.array(rows, dtype=dtype))
+    return np.array(rows, dtype=dtype)
 
 
 def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int, rows_alloc: int,
@@ -781,7 +868,7 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
         raise ValueError(f"planes must be 2, 3 or 4, not {planes}")
     rows, k = x.shape
     halves = max(1, -(-bits // HALF_BITS))
-    pieces = max(1, -(-bits // PIECE32_BITS))
+    plan32 = pieces32(bits)
     if halves > MAX_HALVES:
         raise ValueError(f"kept bits {bits} exceed the {HALF_BITS * MAX_HALVES} this kernel holds")
     if out is None:
@@ -789,17 +876,17 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
     if rows_alloc == 0 or kpad == 0:
         return out
     sr, sc, qb, total = _residue_items(x, rows_alloc, kpad)
-    if pieces <= PIECES32:  # FP32 arithmetic (compute-bound kernel, twice the FP64 rate)
-        name, variant, cst = "crt_residues32", 100 + pieces, _residue_constants(
-            num_moduli, weighted, PIECE32_BITS, np.float32)
-    else:
-        name, variant, cst = "crt_residues", halves, _residue_constants(num_moduli, weighted)
     grid = int(max(1, min(-(-total // _RESIDUE_THREADS), 64 * _cuda._sms())))
-    _kernel(name, variant)(
-        (grid,), (_RESIDUE_THREADS,),
-        (x, np.int64(rows), np.int64(rows_alloc), np.int64(k), np.int64(kpad), np.int64(sr),
-         np.int64(sc), f, np.int32(bits), np.int32(num_moduli), cst, out, np.int32(qb),
-         np.int32(bool(rounding)), np.int32(planes)))
+    geo = (x, np.int64(rows), np.int64(rows_alloc), np.int64(k), np.int64(kpad), np.int64(sr),
+           np.int64(sc), f, np.int32(bits))
+    if plan32 is not None:  # FP32 arithmetic (issue-bound kernel, twice the FP64 rate)
+        _residue32_kernel(*plan32, num_moduli, weighted, planes)(
+            (grid,), (_RESIDUE_THREADS,), geo + (out, np.int32(qb), np.int32(bool(rounding))))
+    else:
+        _kernel("crt_residues", halves)(
+            (grid,), (_RESIDUE_THREADS,),
+            geo + (np.int32(num_moduli), _residue_constants(num_moduli, weighted), out,
+                   np.int32(qb), np.int32(bool(rounding)), np.int32(planes)))
     return out
 
 
