@@ -225,6 +225,29 @@ def test_analyse_pair_equals_two_analyses():
         _cuda_crt.analyse_pair(ag, bg.T)
 
 
+@pytest.mark.parametrize("backend", ["int8-crt9", "int8-crt-auto"])
+def test_prepared_operand_nan_raises_at_first_gemm(backend):
+    """The GPU prepared operand's analysis is fetched with B's (one sync per GEMM): NaN in the
+    gate still raises, at the GEMM and before anything is written; the moments stay pending
+    until then, and equal a direct analysis after."""
+    a, b = _pair(18, 8, 16, 5, 1.0)
+    a_bad = a.copy()
+    a_bad[3, 4] = np.nan
+    prep = PreparedCRTOperand(cp.asarray(a_bad))  # launches only
+    out = cp.full((8, 5), 7.0, dtype=cp.complex128)
+    with pytest.raises(NonFiniteError, match="NaN or Inf"):
+        zgemm(prep, cp.asarray(b), backend=backend, out=out)
+    assert bool((out == 7.0).all())
+    with pytest.raises(NonFiniteError, match="NaN or Inf"):
+        PreparedCRTOperand(cp.asarray(a_bad)).loss_moments
+    good = PreparedCRTOperand(cp.asarray(a))
+    assert good._pending is not None
+    c = zgemm(good, cp.asarray(b), backend=backend)
+    assert good._pending is None
+    assert good.loss_moments.tolist() == _cuda_crt.analyse(cp.asarray(a))[1].tolist()
+    assert np.array_equal(c.get(), zgemm(a, b, backend=backend))
+
+
 def test_loss_moments_of_prepared_operand_match():
     a, _ = _pair(6, 32, 48, 1, 2.0)
     mc = PreparedCRTOperand(a).loss_moments

@@ -66,8 +66,8 @@ from ..errors import NonFiniteError
 from . import _crt_wgmma, _cuda
 from .ozaki2 import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS, crt_constants
 
-__all__ = ["analyse", "analyse_pair", "default_workspace_bytes", "int8_crt_zgemm_gpu",
-           "last_stats", "residues_gpu"]
+__all__ = ["analyse", "analyse_launch", "analyse_pair", "default_workspace_bytes",
+           "int8_crt_zgemm_gpu", "last_stats", "residues_gpu", "settle"]
 
 _THREADS = _cuda._THREADS
 
@@ -783,6 +783,34 @@ def analyse(x, moments: bool = True):
     return f, _analyse_result(acc.get(), moments)
 
 
+def analyse_launch(x, moments: bool = True):
+    """:func:`analyse`'s kernels on ``x`` without waiting: ``(f, acc)``, ``f`` ``(rows,)``
+    int32 CuPy (usable by later kernels on the stream at once), ``acc`` ``(4,)`` uint64 CuPy,
+    the counters that :func:`settle` brings to the host (moments, NaN/Inf flag)."""
+    acc = cp.zeros(4, dtype=cp.uint64)
+    return _analyse_launch(x, moments, acc), acc
+
+
+def settle(prep, *accs):
+    """The pending analysis counters of the prepared operand ``prep`` (if any: its
+    ``_pending``, launched by :func:`analyse_launch`) and ``accs`` in one device-to-host
+    transfer: sets ``prep``'s loss moments and returns the moments of each of ``accs``.
+
+    Raises:
+        NonFiniteError: NaN or Inf in ``prep``'s matrix or in an operand of ``accs``.
+    """
+    pending = getattr(prep, "_pending", None)
+    rows = ([pending] if pending is not None else []) + list(accs)
+    if not rows:
+        return []
+    host = rows[0].get()[None] if len(rows) == 1 else cp.stack(rows).get()
+    if pending is not None:
+        prep._moments = _analyse_result(host[0], True)  # raises before prep is marked settled
+        prep._pending = None
+        host = host[1:]
+    return [_analyse_result(h, True) for h in host]
+
+
 def analyse_pair(a, bt):
     """:func:`analyse` of ``a`` and of ``bt`` (both with moments) with one host transfer: the
     GPU runs both analyses back to back, the host waits once (``int8-crt-auto`` needs both
@@ -1063,8 +1091,11 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
     m, k = prep.shape
     n = b.shape[1]
     N, ga, gb = plan.num_moduli, plan.bits_a, plan.bits_b
-    if b_exponents is None:
-        b_exponents = analyse(b.T, moments=False)[0]
+    if b_exponents is None:  # one sync: B's counters and A's pending ones (NaN/Inf checks)
+        b_exponents, acc_b = analyse_launch(b.T, moments=False)
+        settle(prep, acc_b)
+    elif getattr(prep, "_pending", None) is not None:
+        settle(prep)
     if out is None:
         out = cp.empty((m, n), dtype=cp.complex128)
     if m == 0 or n == 0:

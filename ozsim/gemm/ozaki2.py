@@ -563,23 +563,30 @@ class PreparedCRTOperand:
     A gate matrix multiplies block after block of a state (and possibly many states): its norm
     exponents, its loss moments and its INT8 residues for every modulus are computed once.
 
+    On the GPU the analysis is only launched here: its counters (the loss moments and the
+    NaN/Inf flag) reach the host with B's, in the one transfer that the GEMM waits for anyway
+    (:func:`ozsim.gemm._cuda_crt.settle`), so that a state-vector gate costs one host sync,
+    not two.
+
     Args:
         matrix: ``(m, k)`` complex128, NumPy or CuPy.
 
     Raises:
-        NonFiniteError: NaN or Inf in ``matrix``.
+        NonFiniteError: NaN or Inf in ``matrix`` (on the GPU: at the first GEMM or
+            :attr:`loss_moments`, when the counters arrive).
     """
 
     matrix: object
     norm_exponents: object = field(init=False)
     _moments: object = field(init=False, default=None, repr=False)
+    _pending: object = field(init=False, default=None, repr=False)
     _residues: dict = field(init=False, default_factory=dict, repr=False)
     _device_cache: dict = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self):
         gpu = _gpu_module() if array_namespace(self.matrix) is not np else None
-        if gpu is not None:  # pragma: no cover - GPU: the moments come with the same passes
-            self.norm_exponents, self._moments = gpu.analyse(self.matrix, moments=True)
+        if gpu is not None:  # pragma: no cover - GPU: counters fetched with B's (settle)
+            self.norm_exponents, self._pending = gpu.analyse_launch(self.matrix)
             return
         self.norm_exponents, self._moments = analyse_rows(self.matrix, moments=False)
 
@@ -588,7 +595,7 @@ class PreparedCRTOperand:
         """An operand whose analysis was already done (:func:`_cuda_crt.analyse_pair`)."""
         self = cls.__new__(cls)
         self.matrix, self.norm_exponents, self._moments = matrix, norm_exponents, moments
-        self._residues, self._device_cache = {}, {}
+        self._pending, self._residues, self._device_cache = None, {}, {}
         return self
 
     @property
@@ -601,7 +608,9 @@ class PreparedCRTOperand:
         if self._moments is None:
             gpu = _gpu_module() if array_namespace(self.matrix) is not np else None
             if gpu is not None:  # pragma: no cover - GPU
-                self._moments = gpu.analyse(self.matrix)[1]
+                if self._pending is None:
+                    self._pending = gpu.analyse_launch(self.matrix)[1]
+                gpu.settle(self)
             else:
                 self._moments = analyse_rows(self.matrix)[1]
         return self._moments
@@ -796,7 +805,12 @@ def crt_zgemm(a, b, num_moduli: int | None = None, *, T: float = 1.0, out=None,
         plan = fixed_plan(num_moduli)
         return int8_crt_zgemm(prep, b, plan, out=out, workspace_bytes=workspace_bytes), plan
     if f_b is None:
-        f_b, mom_b = analyse_columns(b, workspace_bytes)
+        gpu = _gpu_module() if array_namespace(b) is not np else None
+        if gpu is not None:  # pragma: no cover - GPU: B's counters and A's pending, one sync
+            f_b, acc_b = gpu.analyse_launch(b.T)
+            (mom_b,) = gpu.settle(prep, acc_b)
+        else:
+            f_b, mom_b = analyse_columns(b, workspace_bytes)
     plan = choose_plan(prep.loss_moments, mom_b, T)
     if plan is None:
         return None, None
