@@ -7,8 +7,9 @@ kernels of the whole process through CUPTI, CuPy's included)::
 
 For each case (a square ``int8-crt-auto`` ZGEMM, a state-vector GEMM, a brickwork circuit) after
 a warm-up: the wall time of one call (CUDA events), the time the GPU ran kernels (union of the
-kernel intervals), the idle remainder, the kernels by total time, and the host functions by own
-time (``cProfile``). Nothing here is asserted; it prints a table and writes JSON.
+kernel intervals), the idle remainder (summed per transition ``previous kernel -> next kernel``),
+the kernels by total time, and the host functions by own time (``cProfile``). Nothing here is
+asserted; it prints a table and writes JSON.
 """
 
 from __future__ import annotations
@@ -50,6 +51,22 @@ def _busy_us(intervals):
     return busy
 
 
+def _gaps(intervals, top=8):
+    """Idle time between kernels, summed per transition ``previous kernel -> next kernel``
+    (the largest ``top``): ``[{"after", "before", "ms", "count"}]``."""
+    by_pair: dict = {}
+    last_name, last_end = None, None
+    for name, s, e in intervals:
+        if last_end is not None and s > last_end:
+            key = (last_name[:40], name[:40])
+            tot, cnt = by_pair.get(key, (0.0, 0))
+            by_pair[key] = (tot + (s - last_end), cnt + 1)
+        if last_end is None or e >= last_end:
+            last_name, last_end = name, e
+    pairs = sorted(by_pair.items(), key=lambda kv: -kv[1][0])[:top]
+    return [{"after": a, "before": b, "ms": t / 1e3, "count": c} for (a, b), (t, c) in pairs]
+
+
 def profile_case(label, fn, top=12):
     cp = _cp()
     fn()  # warm-up: kernels compiled, cuBLASLt tuned, pools filled
@@ -79,7 +96,7 @@ def profile_case(label, fn, top=12):
                 by_name[name] = (tot + (e - s), cnt + 1)
             kern = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]
             row.update(kernels=len(iv), span_ms=span / 1e3, busy_ms=busy / 1e3,
-                       idle_ms=(span - busy) / 1e3,
+                       idle_ms=(span - busy) / 1e3, idle_gaps=_gaps(iv),
                        top_kernels=[{"name": n[:90], "ms": t / 1e3, "count": c}
                                     for n, (t, c) in kern])
     except Exception as exc:  # noqa: BLE001 - the profiler is optional
@@ -98,6 +115,8 @@ def profile_case(label, fn, top=12):
           flush=True)
     for k in row.get("top_kernels", []):
         print(f"   {k['ms']:9.3f} ms x{k['count']:4d}  {k['name']}")
+    for g in row.get("idle_gaps", []):
+        print(f"   idle {g['ms']:7.3f} ms x{g['count']:4d}  {g['after']} -> {g['before']}")
     print("\n".join("   " + x for x in row["host_profile"]), flush=True)
     return row
 

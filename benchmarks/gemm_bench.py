@@ -203,13 +203,17 @@ def main(argv=None) -> int:
     p.add_argument("--splits", default="6,7,8,9,10,11,12", help="fixed s for int8x{s}")
     p.add_argument("--crt", default="",
                    help="scheme II backends too, e.g. int8-crt15,int8-crt-auto:T=0,int8-crt-auto:T=1")
+    p.add_argument("--no-int8-auto", action="store_true",
+                   help="leave out scheme I's int8-auto (and, with --splits '', its stages)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json", default="benchmarks/results/gemm_bench.json")
     args = p.parse_args(argv)
     cp = _cupy()
     gpu = gpu_name()
     backends = ["zgemm"] + [f"int8x{s}" for s in map(int, args.splits.split(",") if args.splits
-                                                       else [])] + ["int8-auto"]
+                                                       else [])]
+    backends += [] if args.no_int8_auto else ["int8-auto"]
+    scheme1 = any(b.startswith("int8x") or b == "int8-auto" for b in backends)
     backends += [b for b in args.crt.split(",") if b]
     rng = np.random.default_rng(0)
     rows = []
@@ -228,7 +232,7 @@ def main(argv=None) -> int:
     for n in squares:
         a, b = square_inputs(n, seed=n)
         rows += bench_shape(f"square {n}", a, b, backends, args.reps, rng,
-                            stages=(n == max(squares)))
+                            stages=scheme1 and n == max(squares))
         save()
         del a, b
         cp.get_default_memory_pool().free_all_blocks()
@@ -237,7 +241,7 @@ def main(argv=None) -> int:
         N = args.state_qubits
         gate, state = state_inputs(N, d, seed=100 + d)
         rows += bench_shape(f"N={N} d={d}", gate, state, backends, args.reps, rng,
-                            stages=(d == 6))
+                            stages=scheme1 and d == 6)
         save()
         del gate, state
         cp.get_default_memory_pool().free_all_blocks()
