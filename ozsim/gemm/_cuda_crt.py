@@ -535,14 +535,35 @@ extern "C" __global__ void crt_reduce(
 // time: u is (NMODC, 2, m, ld) UINT8 (ld a multiple of 4); cst holds 1/p (NMODC), then the digits
 // of P/p ((NMODC, NLIMBC), lowest first), then the digits of P (NLIMBC), staged in shared memory.
 // out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). Each thread takes 4
-// adjacent columns of row i (blockIdx.y: i - i0): 2 NMODC independent 4-byte loads (one word per
-// plane, 4 columns), bytes to FP64 by an exponent trick rather than a conversion; no grid-stride
-// loop (so the constants stay in shared memory).
-extern "C" __global__ void crt_finish(
+// adjacent columns of row i (blockIdx.y: i - i0), in passes of FINISH_PARTS parts: 2 (re and im
+// together, as one pass) or 1 (re, then im: half the live accumulators and loaded words, so
+// that 3 blocks of 256 fit per multiprocessor at 80 registers instead of 2 at 96). The kernel is
+// latency-bound (ncu, H100, N = 28 d = 8: 23%% occupancy, FP64 pipe 51%%, DRAM 53%%); one part a
+// pass took N = 28 d = 8 (15 moduli, 3 digits) from 7.03 to 5.55 ms, but was slower with 16
+// moduli (4 digits: d = 10 6.52 -> 7.60, square 8192 1.61 -> 1.92 ms), so _kernel picks 1 for
+// NLIMBC == 3 only (benchmarks/crt_finish_probe.py). Per part: NMODC independent 4-byte loads
+// (one word per plane, 4 columns), bytes to FP64 by an exponent trick rather than a conversion;
+// no grid-stride loop (so the constants stay in shared memory).
+#ifndef FINISH_PARTS
+#define FINISH_PARTS 2
+#endif
+#ifndef FINISH_BLOCKS
+#define FINISH_BLOCKS 3
+#endif
+#ifndef FINISH_THREADS
+#define FINISH_THREADS 256
+#endif
+#if FINISH_PARTS == 1  // 3 blocks of 256 at <= 85 registers (no spills: 78-80)
+#define FINISH_BOUNDS __launch_bounds__(FINISH_THREADS, FINISH_BLOCKS)
+#else  // as measured before: no bounds (96 registers at N = 15, 128 at N = 16)
+#define FINISH_BOUNDS
+#endif
+extern "C" __global__ void FINISH_BOUNDS crt_finish(
     const unsigned char* __restrict__ u, long long m, long long nb, long long ld,
     const double* __restrict__ cst, const int* __restrict__ fa, const int* __restrict__ fb,
     int gsum, double2* __restrict__ out, long long so_r, long long so_c, long long i0)
 {
+    constexpr int PP = FINISH_PARTS;
     __shared__ double sc[NMODC * (NLIMBC + 1) + NLIMBC];
     const int ncst = NMODC * (NLIMBC + 1) + NLIMBC;
     for (int t = threadIdx.x; t < ncst; t += blockDim.x) sc[t] = cst[t];
@@ -550,43 +571,84 @@ extern "C" __global__ void crt_finish(
     const long long i = i0 + blockIdx.y;
     const long long j0 = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
     if (j0 >= nb) return;
-    const double* invp = sc;
-    const double* lm = sc + NMODC;
-    const double* lp = sc + NMODC + NMODC * NLIMBC;
+    // one part per pass: volatile, so that the constants are read where used, once per pass,
+    // not hoisted out of the pass loop into registers (N (NLIMBC + 1) doubles would undo the
+    // halved state); both parts in one pass: plain (volatile reads there took 222-254 registers)
+#if FINISH_PARTS == 1
+#define FINISH_CV volatile
+#else
+#define FINISH_CV
+#endif
+    const FINISH_CV double* invp = sc;
+    const FINISH_CV double* lm = sc + NMODC;
+    const FINISH_CV double* lp = sc + NMODC + NMODC * NLIMBC;
     const long long plane = m * ld;
     const unsigned int* ui = (const unsigned int*)(u + i * ld + j0);  // j0 + 3 < ld
     const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
-    unsigned int w[2 * NMODC];
+    double res[2][4];
+#pragma unroll 1
+    for (int p0 = 0; p0 < 2; p0 += PP) {  // not unrolled: one pass's state live at a time
+        unsigned int w[NMODC][PP];
 #pragma unroll
-    for (int l = 0; l < 2 * NMODC; ++l) w[l] = ui[l * (plane / 4)];
-    // per output (4 columns x re, im): the quotient estimate and the digit sums; the moduli loop
-    // outermost, so that each constant read from shared memory serves all 8
-    double q[4][2], d[4][2][NLIMBC];
+        for (int l = 0; l < NMODC; ++l) {
 #pragma unroll
-    for (int col = 0; col < 4; ++col) {
-#pragma unroll
-        for (int part = 0; part < 2; ++part) {
-            q[col][part] = 0.0;
-#pragma unroll
-            for (int c = 0; c < NLIMBC; ++c) d[col][part][c] = 0.0;
+            for (int pp = 0; pp < PP; ++pp) w[l][pp] = ui[(2 * l + p0 + pp) * (plane / 4)];
         }
-    }
-#pragma unroll
-    for (int l = 0; l < NMODC; ++l) {
-        const double ip = invp[l];
-        double lml[NLIMBC];
-#pragma unroll
-        for (int c = 0; c < NLIMBC; ++c) lml[c] = lm[l * NLIMBC + c];
+        // per output (4 columns x PP parts): the quotient estimate and the digit sums; the
+        // moduli loop outermost, so that each constant read from shared memory serves all
+        double q[4][PP], d[4][PP][NLIMBC];
 #pragma unroll
         for (int col = 0; col < 4; ++col) {
 #pragma unroll
-            for (int part = 0; part < 2; ++part) {
-                // 2**52 + byte, exactly, minus 2**52
-                const unsigned int byte = (w[2 * l + part] >> (8 * col)) & 0xffu;
-                const double v = __hiloint2double(0x43300000, byte) - 4503599627370496.0;
-                q[col][part] += v * ip;  // only rint(q) is used: exact (|C'| < P/2 (1 - 2**-40))
+            for (int pp = 0; pp < PP; ++pp) {
+                q[col][pp] = 0.0;
 #pragma unroll
-                for (int c = 0; c < NLIMBC; ++c) d[col][part][c] += v * lml[c];  // exact, < 2**53
+                for (int c = 0; c < NLIMBC; ++c) d[col][pp][c] = 0.0;
+            }
+        }
+#pragma unroll
+        for (int l = 0; l < NMODC; ++l) {
+            const double ip = invp[l];
+            double lml[NLIMBC];
+#pragma unroll
+            for (int c = 0; c < NLIMBC; ++c) lml[c] = lm[l * NLIMBC + c];
+#pragma unroll
+            for (int col = 0; col < 4; ++col) {
+#pragma unroll
+                for (int pp = 0; pp < PP; ++pp) {
+                    // 2**52 + byte, exactly, minus 2**52
+                    const unsigned int byte = (w[l][pp] >> (8 * col)) & 0xffu;
+                    const double v = __hiloint2double(0x43300000, byte) - 4503599627370496.0;
+                    // only rint(q) is used: exact (|C'| < P/2 (1 - 2**-40))
+                    q[col][pp] += v * ip;
+#pragma unroll
+                    for (int c = 0; c < NLIMBC; ++c) d[col][pp][c] += v * lml[c];  // exact
+                }
+            }
+        }
+        double lpr[NLIMBC];
+#pragma unroll
+        for (int c = 0; c < NLIMBC; ++c) lpr[c] = lp[c];
+#pragma unroll
+        for (int col = 0; col < 4; ++col) {
+#pragma unroll
+            for (int pp = 0; pp < PP; ++pp) {
+                double* dd = d[col][pp];
+                const double qq = rint_small(q[col][pp]);
+#pragma unroll
+                for (int c = 0; c < NLIMBC; ++c) dd[c] -= qq * lpr[c];  // exact
+#pragma unroll
+                for (int c = 0; c + 1 < NLIMBC; ++c) {  // balanced digits, exact
+                    const double carry = rint_small(dd[c] * iradix);
+                    dd[c] -= carry * radix;
+                    dd[c + 1] += carry;
+                }
+                double v = dd[0];
+#pragma unroll
+                for (int c = 1; c < NLIMBC; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact
+                if (PP == 2) res[pp][col] = v;
+                else if (p0) res[1][col] = v;
+                else res[0][col] = v;
             }
         }
     }
@@ -595,26 +657,8 @@ extern "C" __global__ void crt_finish(
     for (int col = 0; col < 4; ++col) {
         const long long j = j0 + col;
         if (j >= nb) break;
-        double res[2];
-#pragma unroll
-        for (int part = 0; part < 2; ++part) {
-            double* dd = d[col][part];
-            const double qq = rint_small(q[col][part]);
-#pragma unroll
-            for (int c = 0; c < NLIMBC; ++c) dd[c] -= qq * lp[c];  // exact
-#pragma unroll
-            for (int c = 0; c + 1 < NLIMBC; ++c) {  // balanced digits, exact
-                const double carry = rint_small(dd[c] * iradix);
-                dd[c] -= carry * radix;
-                dd[c + 1] += carry;
-            }
-            double v = dd[0];
-#pragma unroll
-            for (int c = 1; c < NLIMBC; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact
-            res[part] = v;
-        }
         const int sh = sha + fb[j];
-        out[i * so_r + j * so_c] = make_double2(ldexp(res[0], sh), ldexp(res[1], sh));
+        out[i * so_r + j * so_c] = make_double2(ldexp(res[0][col], sh), ldexp(res[1][col], sh));
     }
 }
 """
@@ -658,13 +702,16 @@ _INT_MIN = -(2**31)
 
 def _kernel(name: str, halves: int = 1, num_moduli: int = 0):
     """A kernel of :data:`_SOURCE`, compiled once per number of 26-bit halves (``-DNH``) and,
-    for ``crt_finish``, per number of moduli (``-DNMODC``, ``-DNLIMBC``)."""
+    for ``crt_finish``, per number of moduli (``-DNMODC``, ``-DNLIMBC``; ``-DFINISH_PARTS``: one
+    part per pass where that was measured faster, 3 digits)."""
     key = (halves, num_moduli)
     mod = _modules.get(key)
     if mod is None:
         opts = [f"-DNH={halves}"]
         if num_moduli:
-            opts += [f"-DNMODC={num_moduli}", f"-DNLIMBC={crt_constants(num_moduli).num_limbs}"]
+            limbs = crt_constants(num_moduli).num_limbs
+            opts += [f"-DNMODC={num_moduli}", f"-DNLIMBC={limbs}",
+                     f"-DFINISH_PARTS={1 if limbs == 3 else 2}"]
         mod = _modules[key] = cp.RawModule(code=_source(), options=tuple(opts))
     return mod.get_function(name)
 
@@ -1110,23 +1157,8 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         nb = min(nb, (2**31 - 2**20) // (pb * N) // 16 * 16)
     nb = min(nb, n)
     nbp = _pad4(nb)
-    a_res = prepared_residues(prep, ga, N, kpad, plan.rounding, planes=pa)
     b_res = cp.empty((N, pb, nbp, kpad), dtype=cp.int8)
-    planes = None if fused else cp.empty((3, mp, nbp), dtype=cp.int32)
-    ldu = _pad16(nb) if fused else nbp
-    u = cp.empty((N, 2, m, ldu), dtype=cp.uint8)
-    const = crt_constants(N)
-    cst = _crt_constants_gpu(N)
-    so_r, so_c = _cuda._strides(out)
-    last_stats = {"m": m, "k": k, "n": n, "num_moduli": N, "bits": (ga, gb), "kpad": kpad,
-                  "block_columns": nb, "blocks": -(-n // nb), "fused": fused, "form": form,
-                  "a_residue_bytes": int(a_res.nbytes),
-                  "workspace_bytes": int(b_res.nbytes + u.nbytes
-                                         + (0 if planes is None else planes.nbytes))}
-    handle = cp.cuda.device.get_cublas_handle()
-    _cuda.cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
-    _cuda.cublas.setPointerMode(handle, _cuda._POINTER_MODE_HOST)
-    finish_k = _kernel("crt_finish", num_moduli=N)
+    a_res = None
     for j0 in range(0, n, nb):
         nbj = min(n, j0 + nb) - j0
         nbpj = _pad4(nbj)
@@ -1135,6 +1167,23 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
             residues_gpu(b[:, j0 : j0 + nbj].T, b_exponents[j0 : j0 + nbj], gb, N,
                          weighted=False, kpad=kpad, rows_alloc=nbpj, rounding=plan.rounding,
                          out=bres, planes=pb)
+        if a_res is None:  # after B's first residues: the GPU runs them while the host sets up
+            a_res = prepared_residues(prep, ga, N, kpad, plan.rounding, planes=pa)
+            planes = None if fused else cp.empty((3, mp, nbp), dtype=cp.int32)
+            ldu = _pad16(nb) if fused else nbp
+            u = cp.empty((N, 2, m, ldu), dtype=cp.uint8)
+            const = crt_constants(N)
+            cst = _crt_constants_gpu(N)
+            so_r, so_c = _cuda._strides(out)
+            last_stats = {"m": m, "k": k, "n": n, "num_moduli": N, "bits": (ga, gb),
+                          "kpad": kpad, "block_columns": nb, "blocks": -(-n // nb),
+                          "fused": fused, "form": form, "a_residue_bytes": int(a_res.nbytes),
+                          "workspace_bytes": int(b_res.nbytes + u.nbytes + (
+                              0 if planes is None else planes.nbytes))}
+            handle = cp.cuda.device.get_cublas_handle()
+            _cuda.cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+            _cuda.cublas.setPointerMode(handle, _cuda._POINTER_MODE_HOST)
+            finish_k = _kernel("crt_finish", num_moduli=N)
         ld = _pad16(nbj) if fused else nbpj
         uj = u.ravel()[: N * 2 * m * ld].reshape(N, 2, m, ld)
         if fused:
