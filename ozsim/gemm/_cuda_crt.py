@@ -15,14 +15,17 @@ analyse       two passes with k split in segments across the GPU (atomics combin
               count, sum of the scalars' exponents, NaN/Inf flag), ``crt_sumsq`` (the exact
               integer sum of rounded-up squares), ``crt_fin`` (norm exponents ``f`` and the
               loss moments ``[count, sum_j]`` of ``int8-crt-auto``).
-residues      ``crt_residues``: reads each complex value once, scales it to its integer
-              (``rint`` or ``trunc`` of ``ldexp(x, g - f)``, as exact 26-bit halves ``h_i``, so
-              that one FMA chain ``sum h_i (2**(26 i) mod p)`` below ``2**36`` and one symmetric
-              reduction give each
-              residue: the CPU's integers by other exact steps) and writes the symmetric INT8
-              residues ``[Re, Im, Re + Im]`` of **all** N moduli, K-major, zero-padded:
-              ``(N, 3, rows_p, kpad)``. A's residues (CRT weights folded in) are cached on the
-              :class:`~ozsim.gemm.ozaki2.PreparedCRTOperand`; B's are made per column block.
+residues      ``crt_residues32`` (plans keeping <= 70 bits; ``crt_residues`` above, in FP64):
+              reads each complex value once, scales it to its integer (``rint`` or ``trunc`` of
+              ``ldexp(x, g - f)``), splits that exactly into 1..5 balanced pieces ``h_i`` of
+              13..16 bits (:func:`pieces32`), so that one FP32 FMA chain
+              ``acc = sum h_i (2**(PB i) mod p)`` below ``2**23`` and one quotient
+              ``rint(acc fl32(1/p))`` give each symmetric residue with no correction step (the
+              CPU's integers by other exact steps), and writes the INT8 residues
+              ``[Re, Im, Re + Im]`` (or the direct form's planes) of **all** N moduli, K-major,
+              zero-padded: ``(N, planes, rows_p, kpad)``. A's residues (CRT weights folded in)
+              are cached on the :class:`~ozsim.gemm.ozaki2.PreparedCRTOperand`; B's are made
+              per column block.
 INT8 GEMMs    per modulus three ``cublasGemmEx`` INT8 -> INT32 "TN" products (Karatsuba
               ``T1 = Ar Br``, ``T2 = Ai Bi``, ``T3 = (Ar+Ai)(Br+Bi)``) through
               :func:`ozsim.gemm._cuda.gemm_tn_long`: ``cublasGemmEx`` in pieces of
