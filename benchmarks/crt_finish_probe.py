@@ -29,8 +29,9 @@ from gemm_bench import _cupy, gpu_name, timed  # noqa: E402
 
 
 #: Variants ``(parts per pass, threads, blocks)``: ``-DFINISH_PARTS``, ``-DFINISH_THREADS``,
-#: ``-DFINISH_BLOCKS`` (the launch bounds apply to one part per pass only).
-VARIANTS = [(1, 256, 3), (1, 128, 6), (2, 256, 1)]
+#: ``-DFINISH_BLOCKS`` (the launch bounds apply to one part per pass only); parts -1: one part
+#: per pass with every word loaded up front (``-DFINISH_PRELOAD=1``).
+VARIANTS = [(1, 256, 3), (2, 256, 1), (-1, 256, 3), (-1, 256, 2)]
 
 
 def _variant(N, parts, threads, blocks):
@@ -39,7 +40,8 @@ def _variant(N, parts, threads, blocks):
     from ozsim.gemm import _cuda_crt
     from ozsim.gemm.ozaki2 import crt_constants
 
-    opts = (f"-DNMODC={N}", f"-DNLIMBC={crt_constants(N).num_limbs}", f"-DFINISH_PARTS={parts}",
+    opts = (f"-DNMODC={N}", f"-DNLIMBC={crt_constants(N).num_limbs}",
+            f"-DFINISH_PARTS={abs(parts)}", f"-DFINISH_PRELOAD={int(parts < 0)}",
             f"-DFINISH_THREADS={threads}", f"-DFINISH_BLOCKS={blocks}")
     return cp.RawModule(code=_cuda_crt._source(), options=opts).get_function("crt_finish")
 

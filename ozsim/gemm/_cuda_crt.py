@@ -542,11 +542,12 @@ extern "C" __global__ void crt_reduce(
 // together, as one pass) or 1 (re, then im: half the live accumulators and loaded words, so
 // that 3 blocks of 256 fit per multiprocessor at 80 registers instead of 2 at 96). The kernel is
 // latency-bound (ncu, H100, N = 28 d = 8: 23%% occupancy, FP64 pipe 51%%, DRAM 53%%); one part a
-// pass took N = 28 d = 8 (15 moduli, 3 digits) from 7.03 to 5.55 ms, but was slower with 16
-// moduli (4 digits: d = 10 6.52 -> 7.60, square 8192 1.61 -> 1.92 ms), so _kernel picks 1 for
-// NLIMBC == 3 only (benchmarks/crt_finish_probe.py). Per part: NMODC independent 4-byte loads
-// (one word per plane, 4 columns), bytes to FP64 by an exponent trick rather than a conversion;
-// no grid-stride loop (so the constants stay in shared memory).
+// pass took N = 28 d = 8 (15 moduli, 3 digits) from 7.03 to 5.55 ms, but with 16 moduli (4
+// digits) it left the second part's loads exposed and was slower, unless every word is loaded
+// up front (FINISH_PRELOAD, 2 blocks of 256): _FINISH_OPTS in Python picks per digit count
+// (benchmarks/crt_finish_probe.py). Per part: NMODC independent 4-byte loads (one word per
+// plane, 4 columns), bytes to FP64 by an exponent trick rather than a conversion; no
+// grid-stride loop (so the constants stay in shared memory).
 #ifndef FINISH_PARTS
 #define FINISH_PARTS 2
 #endif
@@ -555,6 +556,10 @@ extern "C" __global__ void crt_reduce(
 #endif
 #ifndef FINISH_THREADS
 #define FINISH_THREADS 256
+#endif
+#if !defined(FINISH_PRELOAD) || FINISH_PARTS != 1
+#undef FINISH_PRELOAD
+#define FINISH_PRELOAD 0
 #endif
 #if FINISH_PARTS == 1  // 3 blocks of 256 at <= 85 registers (no spills: 78-80)
 #define FINISH_BOUNDS __launch_bounds__(FINISH_THREADS, FINISH_BLOCKS)
@@ -589,13 +594,27 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     const unsigned int* ui = (const unsigned int*)(u + i * ld + j0);  // j0 + 3 < ld
     const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
     double res[2][4];
+#if FINISH_PRELOAD  // one part per pass, but every word loaded up front (the loads overlap)
+    unsigned int w_re[NMODC], w_im[NMODC];
+#pragma unroll
+    for (int l = 0; l < NMODC; ++l) {
+        w_re[l] = ui[(2 * l) * (plane / 4)];
+        w_im[l] = ui[(2 * l + 1) * (plane / 4)];
+    }
+#endif
 #pragma unroll 1
     for (int p0 = 0; p0 < 2; p0 += PP) {  // not unrolled: one pass's state live at a time
         unsigned int w[NMODC][PP];
 #pragma unroll
         for (int l = 0; l < NMODC; ++l) {
 #pragma unroll
-            for (int pp = 0; pp < PP; ++pp) w[l][pp] = ui[(2 * l + p0 + pp) * (plane / 4)];
+            for (int pp = 0; pp < PP; ++pp) {
+#if FINISH_PRELOAD
+                w[l][pp] = p0 ? w_im[l] : w_re[l];
+#else
+                w[l][pp] = ui[(2 * l + p0 + pp) * (plane / 4)];
+#endif
+            }
         }
         // per output (4 columns x PP parts): the quotient estimate and the digit sums; the
         // moduli loop outermost, so that each constant read from shared memory serves all
@@ -703,18 +722,28 @@ def pieces32(bits: int) -> tuple[int, int] | None:
 _INT_MIN = -(2**31)
 
 
+#: ``crt_finish``'s pass structure per digit count (the rest: both parts in one pass), as
+#: measured on the H100 (``benchmarks/crt_finish_probe.py``, RESULTS.md 3.5): 3 digits (11..15
+#: moduli) one part per pass, 3 blocks of 256 (N = 28 d = 8: 6.91 -> 5.57 ms); 4 digits (16..20
+#: moduli, measured at 16) one part per pass with every word loaded up front, 2 blocks
+#: (d = 10: 6.39 -> 6.27 ms, square 8192: 1.62 -> 1.54 ms; one part per pass without the
+#: preload was slower there, 7.57 and 1.91).
+_FINISH_OPTS = {3: ["-DFINISH_PARTS=1", "-DFINISH_BLOCKS=3"],
+                4: ["-DFINISH_PARTS=1", "-DFINISH_PRELOAD=1", "-DFINISH_BLOCKS=2"]}
+
+
 def _kernel(name: str, halves: int = 1, num_moduli: int = 0):
     """A kernel of :data:`_SOURCE`, compiled once per number of 26-bit halves (``-DNH``) and,
-    for ``crt_finish``, per number of moduli (``-DNMODC``, ``-DNLIMBC``; ``-DFINISH_PARTS``: one
-    part per pass where that was measured faster, 3 digits)."""
+    for ``crt_finish``, per number of moduli (``-DNMODC``, ``-DNLIMBC`` and the pass structure
+    of :data:`_FINISH_OPTS`)."""
     key = (halves, num_moduli)
     mod = _modules.get(key)
     if mod is None:
         opts = [f"-DNH={halves}"]
         if num_moduli:
             limbs = crt_constants(num_moduli).num_limbs
-            opts += [f"-DNMODC={num_moduli}", f"-DNLIMBC={limbs}",
-                     f"-DFINISH_PARTS={1 if limbs == 3 else 2}"]
+            opts += [f"-DNMODC={num_moduli}", f"-DNLIMBC={limbs}"] + _FINISH_OPTS.get(
+                limbs, ["-DFINISH_PARTS=2"])
         mod = _modules[key] = cp.RawModule(code=_source(), options=tuple(opts))
     return mod.get_function(name)
 
