@@ -16,16 +16,14 @@ against the CPU in ``tests/test_gpu_crt.py``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from crt_residue_probe import _load_old  # noqa: E402
-from gemm_bench import _cupy, gpu_name, timed  # noqa: E402
+from crt_residue_probe import _load_old, report  # noqa: E402
+from gemm_bench import _cupy, timed  # noqa: E402
 
 
 #: Variants ``(parts per pass, threads, blocks)``: ``-DFINISH_PARTS``, ``-DFINISH_THREADS``,
@@ -98,13 +96,7 @@ def main(argv=None) -> int:
                             ("square 8192 (16 moduli)", 16, 8192, 8192)]:
         rows += run_case(label, N, m, nb, args.reps, old)
         _cupy().get_default_memory_pool().free_all_blocks()
-    print("\n| case | variant | ms | GB/s | equal |")
-    for r in rows:
-        print(f"| {r['case']} | {r['variant']} | {r['ms']:.3f} | {r['GB/s']:.0f} | {r['equal']} |")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"gpu": gpu_name(), "date": time.strftime("%Y-%m-%d"), "rows": rows}, fh,
-                      indent=1)
+    report(rows, args.json)
     return 0
 
 

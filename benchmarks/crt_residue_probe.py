@@ -88,14 +88,19 @@ def main(argv=None) -> int:
     a = rs.standard_normal((16384, 16384)) + 1j * rs.standard_normal((16384, 16384))
     rows += run_case("A, square 16384 (62 bits, 16), 3 pl", a, 62, 16, True, 3, args.reps, old)
     del a
+    report(rows, args.json)
+    return 0
+
+
+def report(rows, json_path: str) -> None:
+    """The probe's table (case, variant, ms, GB/s, equal) and, with a path, its JSON."""
     print("\n| case | variant | ms | GB/s | equal |")
     for r in rows:
         print(f"| {r['case']} | {r['variant']} | {r['ms']:.3f} | {r['GB/s']:.0f} | {r['equal']} |")
-    if args.json:
-        with open(args.json, "w") as fh:
+    if json_path:
+        with open(json_path, "w") as fh:
             json.dump({"gpu": gpu_name(), "date": time.strftime("%Y-%m-%d"), "rows": rows}, fh,
                       indent=1)
-    return 0
 
 
 if __name__ == "__main__":

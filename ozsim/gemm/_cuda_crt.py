@@ -857,8 +857,7 @@ def analyse(x, moments: bool = True):
     Raises:
         NonFiniteError: NaN or Inf in ``x`` (checked on the host after the kernels: one sync).
     """
-    acc = cp.zeros(4, dtype=cp.uint64)
-    f = _analyse_launch(x, moments, acc)
+    f, acc = analyse_launch(x, moments)
     return f, _analyse_result(acc.get(), moments)
 
 
@@ -871,8 +870,8 @@ def analyse_launch(x, moments: bool = True):
 
 
 def settle(prep, *accs):
-    """The pending analysis counters of the prepared operand ``prep`` (if any: its
-    ``_pending``, launched by :func:`analyse_launch`) and ``accs`` in one device-to-host
+    """The pending analysis counters of the prepared operand ``prep`` (``None``, or one whose
+    ``_pending`` was launched by :func:`analyse_launch`) and ``accs`` in one device-to-host
     transfer: sets ``prep``'s loss moments and returns the moments of each of ``accs``.
 
     Raises:
@@ -891,9 +890,9 @@ def settle(prep, *accs):
 
 
 def analyse_pair(a, bt):
-    """:func:`analyse` of ``a`` and of ``bt`` (both with moments) with one host transfer: the
-    GPU runs both analyses back to back, the host waits once (``int8-crt-auto`` needs both
-    operands' moments before it can choose N).
+    """:func:`analyse` of ``a`` and of ``bt`` (both with moments) with one host transfer
+    (:func:`analyse_launch` twice, then :func:`settle`): the GPU runs both analyses back to
+    back, the host waits once.
 
     Args:
         a (cupy.ndarray): ``(m, k)`` complex128, any strides.
@@ -905,29 +904,24 @@ def analyse_pair(a, bt):
     Raises:
         NonFiniteError: NaN or Inf in ``a`` or ``bt``.
     """
-    acc = cp.zeros((2, 4), dtype=cp.uint64)
-    f_a = _analyse_launch(a, True, acc[0])
-    f_b = _analyse_launch(bt, True, acc[1])
-    host = acc.get()
-    return (f_a, _analyse_result(host[0], True)), (f_b, _analyse_result(host[1], True))
+    f_a, acc_a = analyse_launch(a)
+    f_b, acc_b = analyse_launch(bt)
+    mom_a, mom_b = settle(None, acc_a, acc_b)
+    return (f_a, mom_a), (f_b, mom_b)
 
 
 _const_cache: dict = {}
 
 
-def _residue_constants(num_moduli: int, weighted: bool, piece_bits: int = HALF_BITS,
-                       dtype=np.float64):
-    """Cached :func:`_residue_table` on the current device."""
-    key = (num_moduli, weighted, piece_bits, np.dtype(dtype).str, cp.cuda.Device().id)
+def _residue_constants(num_moduli: int, weighted: bool):
+    """``crt_residues``' (FP64) constants: :func:`_residue_table_host` with 26-bit halves,
+    cached on the current device."""
+    key = (num_moduli, weighted, cp.cuda.Device().id)
     c = _const_cache.get(key)
     if c is None:
-        c = _const_cache[key] = _residue_table(num_moduli, weighted, piece_bits, dtype)
+        c = _const_cache[key] = cp.asarray(
+            _residue_table_host(num_moduli, weighted, HALF_BITS, np.float64))
     return c
-
-
-def _residue_table(num_moduli: int, weighted: bool, piece_bits: int, dtype):
-    """:func:`_residue_table_host` on the current device."""
-    return cp.asarray(_residue_table_host(num_moduli, weighted, piece_bits, dtype))
 
 
 def _residue_table_host(num_moduli: int, weighted: bool, piece_bits: int, dtype) -> np.ndarray:

@@ -590,14 +590,6 @@ class PreparedCRTOperand:
             return
         self.norm_exponents, self._moments = analyse_rows(self.matrix, moments=False)
 
-    @classmethod
-    def _analysed(cls, matrix, norm_exponents, moments) -> PreparedCRTOperand:
-        """An operand whose analysis was already done (:func:`_cuda_crt.analyse_pair`)."""
-        self = cls.__new__(cls)
-        self.matrix, self.norm_exponents, self._moments = matrix, norm_exponents, moments
-        self._pending, self._residues, self._device_cache = None, {}, {}
-        return self
-
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(self.matrix.shape)
@@ -607,9 +599,7 @@ class PreparedCRTOperand:
         """Loss moments ``[count, sum_j]`` of A's rows (:func:`analyse_rows`), on first use."""
         if self._moments is None:
             gpu = _gpu_module() if array_namespace(self.matrix) is not np else None
-            if gpu is not None:  # pragma: no cover - GPU
-                if self._pending is None:
-                    self._pending = gpu.analyse_launch(self.matrix)[1]
+            if gpu is not None:  # pragma: no cover - GPU: the counters launched at __init__
                 gpu.settle(self)
             else:
                 self._moments = analyse_rows(self.matrix)[1]
@@ -788,29 +778,22 @@ def crt_zgemm(a, b, num_moduli: int | None = None, *, T: float = 1.0, out=None,
         ValueError: ``k`` outside ``1..MAX_K``.
         NonFiniteError: NaN or Inf in ``a`` or ``b``.
     """
-    f_b = mom_b = None
     if isinstance(a, PreparedCRTOperand):
         prep = a
     else:
         mat = a.matrix if isinstance(a, PreparedOperand) else a
         check_inner_dimension(mat.shape[1])
-        gpu = _gpu_module() if num_moduli is None and array_namespace(mat) is not np else None
-        if gpu is not None:  # pragma: no cover - GPU: both analyses, one sync
-            (f_a, mom_a), (f_b, mom_b) = gpu.analyse_pair(mat, b.T)
-            prep = PreparedCRTOperand._analysed(mat, f_a, mom_a)
-        else:
-            prep = PreparedCRTOperand(mat)
+        prep = PreparedCRTOperand(mat)  # on the GPU: launched only, settled with B below
     check_inner_dimension(prep.shape[1])
     if num_moduli is not None:
         plan = fixed_plan(num_moduli)
         return int8_crt_zgemm(prep, b, plan, out=out, workspace_bytes=workspace_bytes), plan
-    if f_b is None:
-        gpu = _gpu_module() if array_namespace(b) is not np else None
-        if gpu is not None:  # pragma: no cover - GPU: B's counters and A's pending, one sync
-            f_b, acc_b = gpu.analyse_launch(b.T)
-            (mom_b,) = gpu.settle(prep, acc_b)
-        else:
-            f_b, mom_b = analyse_columns(b, workspace_bytes)
+    gpu = _gpu_module() if array_namespace(b) is not np else None
+    if gpu is not None:  # pragma: no cover - GPU: B's counters and A's pending, one sync
+        f_b, acc_b = gpu.analyse_launch(b.T)
+        (mom_b,) = gpu.settle(prep, acc_b)
+    else:
+        f_b, mom_b = analyse_columns(b, workspace_bytes)
     plan = choose_plan(prep.loss_moments, mom_b, T)
     if plan is None:
         return None, None
