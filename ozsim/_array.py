@@ -11,8 +11,9 @@ __all__ = ["array_namespace", "is_cupy_array", "to_numpy"]
 
 
 def is_cupy_array(x) -> bool:
-    """True for a ``cupy.ndarray`` (checked without importing CuPy)."""
-    return type(x).__module__.startswith("cupy")
+    """True for a ``cupy.ndarray`` (checked without importing CuPy), or an operand that lives on
+    the GPU (``ozsim.gemm._cuda_crt.GatheredMatrix``)."""
+    return type(x).__module__.startswith("cupy") or getattr(x, "_ozsim_gathered", False)
 
 
 def array_namespace(*arrays) -> ModuleType:

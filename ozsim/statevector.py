@@ -19,6 +19,13 @@ The engine never permutes back: it records which qubit each axis holds (``layout
 only when the next gate needs a different front. A gate whose targets already lead costs one
 GEMM and no copy; otherwise one transposing copy into the spare buffer. The two buffers are
 reused for the whole run (ping-pong), as in Cirq's ``ApplyUnitaryArgs``.
+
+On the GPU the ``int8-crt*`` backends skip that copy for gates of at least
+:data:`GATHER_MIN_QUBITS` qubits: their kernels read the state *through* the permutation (a
+``_cuda_crt.GatheredMatrix``: ``S[r, c] = psi[row_offsets[r] + col_offsets[c]]``, the offsets
+depositing the bits of ``r`` and ``c`` into the qubits' current bit positions), and the GEMM
+writes its result in the new order. Same numbers as with the copy (the same values reach the
+same kernels); ``OZSIM_GATHER=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -36,6 +43,11 @@ from .gemm.ozaki1 import default_workspace_bytes
 __all__ = ["StateVector", "available_memory_bytes", "check_memory", "state_bytes"]
 
 AMPLITUDE_BYTES = 16  # complex128
+#: Smallest gate (qubits) for which the GPU ``int8-crt*`` backends read the state through the
+#: permutation instead of copying it (the column offset table is ``8 * 2**(N - d)`` bytes).
+GATHER_MIN_QUBITS = 6
+#: Offset tables kept per state vector (keyed by bit positions; brickwork layers repeat).
+_GATHER_TABLES = 4
 
 
 def state_bytes(num_qubits: int) -> int:
@@ -121,12 +133,18 @@ class StateVector:
         """
         d = len(qubits)
         want = tuple(reversed(qubits))
-        if self.layout[:d] != want:
-            self._permute(want)
         rows, cols = 1 << d, 1 << (self.num_qubits - d)
+        b, layout = None, self.layout
+        if self.layout[:d] != want:
+            b, layout = self._gathered(want, backend)
+            if b is None:
+                self._permute(want)
+                layout = self.layout
+        if b is None:
+            b = self._buf.reshape(rows, cols)
         _, info = zgemm(
             gate,
-            self._buf.reshape(rows, cols),
+            b,
             backend=backend,
             T=T,
             out=self._spare.reshape(rows, cols),
@@ -135,9 +153,41 @@ class StateVector:
             workspace_bytes=self.workspace_bytes,
         )
         self._buf, self._spare = self._spare, self._buf
+        self.layout = layout
         return info
 
+    def _gathered(self, front: tuple[int, ...], backend: str):
+        """``(GatheredMatrix, new layout)`` of the state with ``front`` leading, read in place,
+        where the backend's GPU kernels take one (module doc); else ``(None, None)``."""
+        n, d = self.num_qubits, len(front)
+        if (self.xp is np or not str(backend).startswith("int8-crt") or d < GATHER_MIN_QUBITS
+                or d >= n or os.environ.get("OZSIM_GATHER", "1") == "0"
+                or available_memory_bytes(self.xp) < state_bytes(n)):  # (a fallback copies)
+            return None, None
+        from .gemm._cuda_crt import GatheredMatrix, deposit_offsets  # GPU only
+
+        rest = tuple(q for q in self.layout if q not in front)
+        bit = {q: n - 1 - i for i, q in enumerate(self.layout)}  # index bit of each axis
+        key = (tuple(bit[q] for q in front), tuple(bit[q] for q in rest))
+        tables = self.__dict__.setdefault("_tables", {})
+        if key not in tables:
+            if len(tables) >= _GATHER_TABLES:
+                del tables[next(iter(tables))]
+            tables[key] = (deposit_offsets(key[0]), deposit_offsets(key[1]))
+        rows, cols = tables[key]
+        view, layout = self._transposed(front)
+        b = GatheredMatrix(self._buf, rows, cols, (1 << key[0][-1], 1 << key[1][-1]), view)
+        return b, layout
+
     def _permute(self, front: tuple[int, ...]) -> None:
+        src, new_layout = self._transposed(front)
+        self._spare.reshape(src.shape)[...] = src
+        self._buf, self._spare = self._spare, self._buf
+        self.layout = new_layout
+
+    def _transposed(self, front: tuple[int, ...]):
+        """``(view, new layout)``: the buffer as a strided N-d view with ``front`` leading (its
+        C-order reshape is the permuted state) and the layout it stands for."""
         n = self.num_qubits
         rest = tuple(q for q in self.layout if q not in front)
         new_layout = front + rest
@@ -153,10 +203,7 @@ class StateVector:
         old_order = sorted(range(len(groups)), key=lambda g: groups[g][0])
         shape = tuple(1 << groups[g][1] for g in old_order)
         axes = [old_order.index(g) for g in range(len(groups))]
-        src = self._buf.reshape(shape).transpose(axes)
-        self._spare.reshape(src.shape)[...] = src
-        self._buf, self._spare = self._spare, self._buf
-        self.layout = new_layout
+        return self._buf.reshape(shape).transpose(axes), new_layout
 
     def scale(self, factor: complex) -> None:
         """Multiply every amplitude by ``factor`` (a global phase)."""

@@ -147,7 +147,9 @@ def zgemm(
     Args:
         a: ``(m, k)`` complex128 (NumPy or CuPy), or a :class:`PreparedOperand` /
             :class:`PreparedCRTOperand` of one (a gate matrix analysed once and reused).
-        b: ``(k, n)`` complex128, same library as ``a``; any strides.
+        b: ``(k, n)`` complex128, same library as ``a``; any strides; on the GPU also a
+            ``_cuda_crt.GatheredMatrix`` (read through offset tables by the ``int8-crt*``
+            backends, materialised for the others).
         backend: ``"zgemm"``, ``"int8-auto"``, ``"int8x{s}"`` (s = 3..18), ``"int8-crt-auto"`` or
             ``"int8-crt{N}"`` (N = 2..20); see the module doc.
         T: the auto backends' threshold on the mean mantissa loss, in bits (>= 0).
@@ -172,6 +174,8 @@ def zgemm(
         Sec. 4.4; ozsim's correction to INT8-AUTO is in :mod:`ozsim.gemm.ozaki1`.
     """
     kind, s = parse_backend(backend)
+    if getattr(b, "_ozsim_gathered", False) and kind not in ("int8-crt", "int8-crt-auto"):
+        b = b.materialize()  # only scheme II's GPU kernels read through offset tables
     prep = a if isinstance(a, PreparedOperand) else None
     mat = a.matrix if isinstance(a, (PreparedOperand, PreparedCRTOperand)) else a
     xp = array_namespace(mat, b, out)
@@ -228,6 +232,8 @@ def zgemm(
 
 
 def _native(a, b, out, xp):
+    if getattr(b, "_ozsim_gathered", False):  # the state read through offsets: a copy first
+        b = b.materialize()
     if out is None:
         return xp.matmul(a, b)
     return xp.matmul(a, b, out=out)

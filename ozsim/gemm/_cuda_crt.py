@@ -69,8 +69,9 @@ from ..errors import NonFiniteError
 from . import _crt_wgmma, _cuda
 from .ozaki2 import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS, crt_constants
 
-__all__ = ["analyse", "analyse_launch", "analyse_pair", "default_workspace_bytes",
-           "int8_crt_zgemm_gpu", "last_stats", "residues_gpu", "settle"]
+__all__ = ["GatheredMatrix", "analyse", "analyse_launch", "analyse_pair",
+           "default_workspace_bytes", "deposit_offsets", "int8_crt_zgemm_gpu", "last_stats",
+           "residues_gpu", "settle"]
 
 _THREADS = _cuda._THREADS
 
@@ -112,8 +113,11 @@ __device__ __forceinline__ double symmod(double x, double p, double ip, double h
 __device__ __forceinline__ double pow2(int e) { return __hiloint2double((e + 1023) << 20, 0); }
 
 // The two analysis passes (ozaki2.analyse_rows) over X (rows, k) complex128, element strides
-// (sr, sc), blocks of 256 threads, k split in segments of `seg` (blockIdx.y). rowfast != 0 (rows
-// adjacent in memory: B's columns): lane = row of a 32-row tile (blockIdx.x), warp w walks
+// (sr, sc), or (roff != 0) through offset tables: X[r, kk] = x[roff[r] + koff[kk]] (a gathered
+// matrix: the state read through the next gate's permutation of qubit axes, no copy; sr and sc
+// then only describe which index is adjacent in memory), blocks of 256 threads, k split in
+// segments of `seg` (blockIdx.y). rowfast != 0 (rows adjacent in memory: B's columns): lane =
+// row of a 32-row tile (blockIdx.x), warp w walks
 // k = k0 + w, k0 + w + 8, ...; else (rows contiguous along k) warp w takes row 8 blockIdx.x + w
 // and its lanes walk k with stride 32. Partials meet per row in shared memory and reach the
 // row's global value with one atomic per row and block: every combined quantity is an integer
@@ -147,6 +151,7 @@ __device__ __forceinline__ int crt_slot(int rowfast, int t, int part)
 // (acc[2]); acc[3] = 1 on NaN/Inf.
 extern "C" __global__ void crt_scan(
     const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    const long long* __restrict__ roff, const long long* __restrict__ koff,
     long long seg, int rowfast, int* __restrict__ emax, int* __restrict__ nnz,
     unsigned long long* __restrict__ acc)
 {
@@ -156,9 +161,9 @@ extern "C" __global__ void crt_scan(
     int em = EMIN_, cnt = 0, bad = 0;
     long long sev = 0;
     if (g.r < rows) {
-        const double2* p = x + g.r * sr;
+        const double2* p = x + (roff ? roff[g.r] : g.r * sr);
         for (long long kk = g.k0; kk < g.k1; kk += g.ks) {
-            const double2 v = p[kk * sc];
+            const double2 v = p[roff ? koff[kk] : kk * sc];
             bad |= !(fabs(v.x) <= DMAX) | !(fabs(v.y) <= DMAX);
             int ex, ey;
             frexp(v.x, &ex);
@@ -195,18 +200,19 @@ extern "C" __global__ void crt_scan(
 // added into sq[r] (uint64).
 extern "C" __global__ void crt_sumsq(
     const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    const long long* __restrict__ roff, const long long* __restrict__ koff,
     long long seg, int rowfast, const int* __restrict__ emax, unsigned long long* __restrict__ sq)
 {
     __shared__ double s_s[256];
     const Geom g = crt_geom(rowfast, k, seg);
     double s = 0.0;
     if (g.r < rows && emax[g.r] != EMIN_) {
-        const double2* p = x + g.r * sr;
+        const double2* p = x + (roff ? roff[g.r] : g.r * sr);
         const int sh = NFRAC - emax[g.r];
         const bool fast = sh <= 1023;  // e >= -1010: 2**sh normal (sh >= 13 - 1024 always)
         const double scale = fast ? pow2(sh) : 0.0;
         for (long long kk = g.k0; kk < g.k1; kk += g.ks) {
-            const double2 v = p[kk * sc];
+            const double2 v = p[roff ? koff[kk] : kk * sc];
             const double qa = ceil(fast ? fabs(v.x) * scale : ldexp(fabs(v.x), sh));
             const double qb = ceil(fast ? fabs(v.y) * scale : ldexp(fabs(v.y), sh));
             s += qa * qa;
@@ -286,6 +292,7 @@ __device__ __forceinline__ bool crt_item(long long idx, int qb, long long nrt, l
 template <typename T, int PB, int NPC, bool BAL = false>
 __device__ __forceinline__ void crt_pieces(
     const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    const long long* __restrict__ roff, const long long* __restrict__ koff,
     const int* __restrict__ f, int bits, int rnd, long long r, long long q, T (&h)[2][4][NPC])
 {
     const bool valid = r < rows;
@@ -295,7 +302,8 @@ __device__ __forceinline__ void crt_pieces(
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
         const long long kk = q * 4 + c;
-        const double2 v = (valid && kk < k) ? x[r * sr + kk * sc] : make_double2(0.0, 0.0);
+        const double2 v = (valid && kk < k) ? x[roff ? roff[r] + koff[kk] : r * sr + kk * sc]
+                                                   : make_double2(0.0, 0.0);
 #pragma unroll
         for (int part = 0; part < 2; ++part) {
             const double xv = part ? v.y : v.x;
@@ -313,7 +321,8 @@ __device__ __forceinline__ void crt_pieces(
     }
 }
 
-// Symmetric INT8 residues of the rows of X (rows, k) complex128, element strides (sr, sc),
+// Symmetric INT8 residues of the rows of X (rows, k) complex128, element strides (sr, sc) or
+// offset tables (roff, koff: as the analysis),
 // scaled to integers v = rint(ldexp(x, bits - f[r])) (rnd != 0; else trunc), for nmod moduli:
 // out is (nmod, 3, ra, kpad) int8, [Re, Im, Re + Im] per modulus, rows >= rows and k >= k zero.
 // v (|v| <= 2**bits, bits <= 26 NH) is split exactly into NH halves of 26 bits,
@@ -326,7 +335,8 @@ __device__ __forceinline__ void crt_pieces(
 // cover adjacent rows, stores qb*4 contiguous bytes).
 extern "C" __global__ void crt_residues(
     const double2* __restrict__ x, long long rows, long long ra, long long k, long long kpad,
-    long long sr, long long sc, const int* __restrict__ f, int bits, int nmod,
+    long long sr, long long sc, const long long* __restrict__ roff,
+    const long long* __restrict__ koff, const int* __restrict__ f, int bits, int nmod,
     const double* __restrict__ cst, signed char* __restrict__ out, int qb, int rnd,
     int planes)
 {
@@ -341,7 +351,7 @@ extern "C" __global__ void crt_residues(
         long long r, q;
         if (!crt_item(idx, qb, nrt, nq, ra, r, q)) continue;
         double h[2][4][NH];
-        crt_pieces<double, 26, NH>(x, rows, k, sr, sc, f, bits, rnd, r, q, h);
+        crt_pieces<double, 26, NH>(x, rows, k, sr, sc, roff, koff, f, bits, rnd, r, q, h);
         signed char* dst = out + r * kpad + q * 4;
         for (int l = 0; l < nmod; ++l) {
             const double* cl = cst + 12 * l;
@@ -454,7 +464,8 @@ __device__ __forceinline__ void res32_mod(const float (&h)[2][4][NP], signed cha
 template <int PLANES>
 __device__ __forceinline__ void crt_residues32_body(
     const double2* __restrict__ x, long long rows, long long ra, long long k, long long kpad,
-    long long sr, long long sc, const int* __restrict__ f, int bits,
+    long long sr, long long sc, const long long* __restrict__ roff,
+    const long long* __restrict__ koff, const int* __restrict__ f, int bits,
     signed char* __restrict__ out, int qb, int rnd)
 {
     const long long nq = kpad / 4;
@@ -468,7 +479,8 @@ __device__ __forceinline__ void crt_residues32_body(
         long long r, q;
         if (!crt_item(idx, qb, nrt, nq, ra, r, q)) continue;
         float h[2][4][NP];
-        crt_pieces<float, PB32, NP, true>(x, rows, k, sr, sc, f, bits, rnd, r, q, h);
+        crt_pieces<float, PB32, NP, true>(x, rows, k, sr, sc, roff, koff, f, bits, rnd, r, q,
+                                          h);
         res32_all<PLANES>(h, out + r * kpad + q * 4, ps, PLANES * ps);
     }
 }
@@ -476,10 +488,12 @@ __device__ __forceinline__ void crt_residues32_body(
 #define RES32_KERNEL(PL)                                                                      \
     extern "C" __global__ void crt_residues32_##PL(                                         \
         const double2* __restrict__ x, long long rows, long long ra, long long k,           \
-        long long kpad, long long sr, long long sc, const int* __restrict__ f, int bits,    \
+        long long kpad, long long sr, long long sc, const long long* __restrict__ roff,    \
+        const long long* __restrict__ koff, const int* __restrict__ f, int bits,           \
         signed char* __restrict__ out, int qb, int rnd)                                     \
     {                                                                                        \
-        crt_residues32_body<PL>(x, rows, ra, k, kpad, sr, sc, f, bits, out, qb, rnd);        \
+        crt_residues32_body<PL>(x, rows, ra, k, kpad, sr, sc, roff, koff, f, bits, out, qb,  \
+                                rnd);                                                        \
     }
 RES32_KERNEL(2)
 RES32_KERNEL(3)
@@ -786,6 +800,94 @@ def _residue32_kernel(pieces: int, piece_bits: int, num_moduli: int, weighted: b
                                 f"-DNMODR={num_moduli}"))
     return mod.get_function(f"crt_residues32_{planes}")
 
+class GatheredMatrix:
+    """A ``(k, n)`` complex128 matrix on the GPU read through offset tables, no copy:
+    ``B[i, j] = data[row_offsets[i] + col_offsets[j]]`` (element offsets).
+
+    The state-vector engine passes the state this way to the ``int8-crt*`` backends when the
+    next gate's target qubits are not the leading axes: ``row_offsets`` deposit the gate index
+    into the target qubits' bit positions, ``col_offsets`` the column index into the other
+    qubits' (:func:`deposit_offsets`), so that the analysis and residue kernels read the
+    permuted state directly and the transposing copy of the state (a read and a write of
+    ``16 * 2**N`` bytes per gate) is skipped. Only these backends' GPU kernels read it;
+    elsewhere it is materialised (:meth:`materialize`).
+
+    Args:
+        data (cupy.ndarray): 1-D complex128, the buffer.
+        row_offsets (cupy.ndarray): ``(k,)`` int64.
+        col_offsets (cupy.ndarray): ``(n,)`` int64.
+        strides: ``(row stride, column stride)`` in elements of the lowest index bit of each
+            (which index is adjacent in memory: the kernels' thread mapping).
+        view (cupy.ndarray): the same matrix as a strided N-d view of ``data`` whose C-order
+            reshape is ``(k, n)`` (for :meth:`materialize`), or ``None``.
+    """
+
+    _ozsim_gathered = True  # ozsim._array.is_cupy_array: a CuPy operand
+
+    def __init__(self, data, row_offsets, col_offsets, strides, view=None):
+        self.data, self.row_offsets, self.col_offsets = data, row_offsets, col_offsets
+        self.shape = (int(row_offsets.size), int(col_offsets.size))
+        self.dtype, self.ndim = data.dtype, 2
+        self.strides_elements = (int(strides[0]), int(strides[1]))
+        self._view = view
+
+    @property
+    def T(self) -> GatheredMatrix:  # noqa: N802 - the array attribute's name
+        """The transpose (the tables swapped; not materialisable from a view)."""
+        return GatheredMatrix(self.data, self.col_offsets, self.row_offsets,
+                              self.strides_elements[::-1])
+
+    def __getitem__(self, key):
+        """``[:, j0:j1]`` and ``[i0:i1, :]`` (contiguous slices of the tables)."""
+        if not (isinstance(key, tuple) and len(key) == 2 and all(
+                isinstance(s, slice) and s.step in (None, 1) for s in key)):
+            raise TypeError(f"GatheredMatrix supports [slice, slice] only, not {key!r}")
+        return GatheredMatrix(self.data, self.row_offsets[key[0]], self.col_offsets[key[1]],
+                              self.strides_elements)
+
+    def materialize(self):
+        """The matrix as a new C-contiguous ``(k, n)`` CuPy array (one state-sized
+        allocation; from the N-d view where there is one, else by a gather)."""
+        if self._view is not None:
+            return cp.ascontiguousarray(self._view).reshape(self.shape)
+        return self.data[self.row_offsets[:, None] + self.col_offsets[None, :]]
+
+
+_DEPOSIT = None
+
+
+def deposit_offsets(bits) -> cp.ndarray:
+    """``(2**len(bits),)`` int64 element offsets: entry ``i`` has bit ``len(bits) - 1 - t`` of
+    ``i`` moved to bit ``bits[t]`` (``bits[0]`` the most significant index bit: the order of
+    the axes of a row-major tensor of 2s).
+
+    Raises:
+        ValueError: a bit position outside 0..62 or repeated.
+    """
+    global _DEPOSIT
+    bits = [int(b) for b in bits]
+    if len(set(bits)) != len(bits) or any(not 0 <= b < 63 for b in bits):
+        raise ValueError(f"bit positions must be distinct and in 0..62, got {bits}")
+    if _DEPOSIT is None:
+        _DEPOSIT = cp.ElementwiseKernel(
+            "raw int32 bits, int32 nb", "int64 y",
+            "long long v = 0; for (int t = 0; t < nb; ++t) "
+            "v |= (long long)((i >> (nb - 1 - t)) & 1) << bits[t]; y = v;", "ozsim_deposit")
+    out = cp.empty(1 << len(bits), dtype=cp.int64)
+    _DEPOSIT(cp.asarray(np.array(bits, dtype=np.int32)), np.int32(len(bits)), out)
+    return out
+
+
+def _geometry(x) -> tuple[int, int, object, object]:
+    """``(sr, sc, roff, koff)`` of the analysis and residue kernels on ``x`` ``(rows, k)``:
+    element strides and offset tables (``np.uint64(0)``, null pointers, for a strided array)."""
+    if isinstance(x, GatheredMatrix):
+        sr, sc = x.strides_elements
+        return sr, sc, x.row_offsets, x.col_offsets
+    sr, sc = _cuda._strides(x)
+    return sr, sc, np.uint64(0), np.uint64(0)
+
+
 def _grid1(items: int) -> int:
     """Blocks of a grid-stride loop over ``items``: at most ~8 resident blocks per SM."""
     return int(max(1, min(-(-items // _THREADS), 8 * _cuda._sms())))
@@ -810,7 +912,7 @@ def _analyse_launch(x, moments: bool, acc):
     rows, k = x.shape
     f = cp.zeros(rows, dtype=cp.int32)
     if rows and k:
-        sr, sc = _cuda._strides(x)
+        sr, sc, roff, koff = _geometry(x)
         rowfast = abs(sr) <= abs(sc)
         tiles = -(-rows // (32 if rowfast else 8))
         seg = _segments(tiles, k, 8 if rowfast else 32)
@@ -818,8 +920,8 @@ def _analyse_launch(x, moments: bool, acc):
         emax = cp.full(rows, _INT_MIN, dtype=cp.int32)
         nnz = cp.zeros(rows, dtype=cp.int32)
         sq = cp.zeros(rows, dtype=cp.uint64)
-        geo = (x, np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), np.int64(seg),
-               np.int32(rowfast))
+        geo = (_data(x), np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), roff, koff,
+               np.int64(seg), np.int32(rowfast))
         with _cuda._stage("analyse"):
             _kernel("crt_scan")(grid, (_THREADS,), geo + (emax, nnz, acc))
             _kernel("crt_sumsq")(grid, (_THREADS,), geo + (emax, sq))
@@ -976,10 +1078,10 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
         out = cp.empty((num_moduli, planes, rows_alloc, kpad), dtype=cp.int8)
     if rows_alloc == 0 or kpad == 0:
         return out
-    sr, sc, qb, total = _residue_items(x, rows_alloc, kpad)
+    sr, sc, roff, koff, qb, total = _residue_items(x, rows_alloc, kpad)
     grid = int(max(1, min(-(-total // _RESIDUE_THREADS), 64 * _cuda._sms())))
-    geo = (x, np.int64(rows), np.int64(rows_alloc), np.int64(k), np.int64(kpad), np.int64(sr),
-           np.int64(sc), f, np.int32(bits))
+    geo = (_data(x), np.int64(rows), np.int64(rows_alloc), np.int64(k), np.int64(kpad),
+           np.int64(sr), np.int64(sc), roff, koff, f, np.int32(bits))
     if plan32 is not None:  # FP32 arithmetic (issue-bound kernel, twice the FP64 rate)
         _residue32_kernel(*plan32, num_moduli, weighted, planes)(
             (grid,), (_RESIDUE_THREADS,), geo + (out, np.int32(qb), np.int32(bool(rounding))))
@@ -991,12 +1093,13 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
     return out
 
 
-def _residue_items(x, rows_alloc: int, kpad: int) -> tuple[int, int, int, int]:
-    """``(sr, sc, qb, total)`` of the residue kernels on ``x`` ``(rows, k)``: element strides,
-    chunks per warp row (0: rows contiguous along k, adjacent threads take adjacent chunks; else
-    :data:`_TILE_CHUNKS` at most, tiles of ``32 / qb`` rows) and grid-stride items."""
+def _residue_items(x, rows_alloc: int, kpad: int) -> tuple:
+    """``(sr, sc, roff, koff, qb, total)`` of the residue kernels on ``x`` ``(rows, k)``:
+    :func:`_geometry`, chunks per warp row (0: rows contiguous along k, adjacent threads take
+    adjacent chunks; else :data:`_TILE_CHUNKS` at most, tiles of ``32 / qb`` rows) and
+    grid-stride items."""
     rows, k = x.shape
-    sr, sc = _cuda._strides(x) if rows and k else (1, 1)
+    sr, sc, roff, koff = _geometry(x) if rows and k else (1, 1, np.uint64(0), np.uint64(0))
     nq = kpad // 4
     qb = 0
     if abs(sr) <= abs(sc):  # rows adjacent in memory: tiles of rows x chunks per warp
@@ -1004,7 +1107,12 @@ def _residue_items(x, rows_alloc: int, kpad: int) -> tuple[int, int, int, int]:
         while qb * 2 <= min(nq, _TILE_CHUNKS):
             qb *= 2
     total = rows_alloc * nq if qb == 0 else -(-rows_alloc // (32 // qb)) * -(-nq // qb) * 32
-    return sr, sc, qb, total
+    return sr, sc, roff, koff, qb, total
+
+
+def _data(x):
+    """The buffer the kernels index: ``x`` itself, or a :class:`GatheredMatrix`'s data."""
+    return x.data if isinstance(x, GatheredMatrix) else x
 
 
 def _pad4(x: int) -> int:
