@@ -288,8 +288,10 @@ __device__ __forceinline__ bool crt_item(long long idx, int qb, long long nrt, l
 // exactly into NPC pieces of PB bits, v = sum_i h_i 2**(PB i), all of v's sign; T holds them
 // exactly (|h_i| <= 2**PB). BAL: balanced pieces instead (each rounded to nearest by rint_small:
 // |h_i| <= 2**(PB - 1) below the top one, |h_top| <= max(1, 2**(bits - PB (NPC - 1))), mixed
-// signs), with FP64 adds where truncation takes the conversion unit.
-template <typename T, int PB, int NPC, bool BAL = false>
+// signs), with FP64 adds where truncation takes the conversion unit. TAB: read X through the
+// offset tables (roff, koff), a compile-time choice (a per-value test cost the issue-bound
+// residue kernels 15-20%%).
+template <typename T, int PB, int NPC, bool BAL = false, bool TAB = false>
 __device__ __forceinline__ void crt_pieces(
     const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
     const long long* __restrict__ roff, const long long* __restrict__ koff,
@@ -302,7 +304,7 @@ __device__ __forceinline__ void crt_pieces(
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
         const long long kk = q * 4 + c;
-        const double2 v = (valid && kk < k) ? x[roff ? roff[r] + koff[kk] : r * sr + kk * sc]
+        const double2 v = (valid && kk < k) ? x[TAB ? roff[r] + koff[kk] : r * sr + kk * sc]
                                                    : make_double2(0.0, 0.0);
 #pragma unroll
         for (int part = 0; part < 2; ++part) {
@@ -333,12 +335,13 @@ __device__ __forceinline__ void crt_pieces(
 // k of one row. qb == 0: adjacent threads take adjacent chunks of a row (rows contiguous along
 // k); qb > 0 (rows adjacent in memory): a warp takes a tile of 32/qb rows x qb chunks (loads
 // cover adjacent rows, stores qb*4 contiguous bytes).
-extern "C" __global__ void crt_residues(
-    const double2* __restrict__ x, long long rows, long long ra, long long k, long long kpad,
-    long long sr, long long sc, const long long* __restrict__ roff,
-    const long long* __restrict__ koff, const int* __restrict__ f, int bits, int nmod,
-    const double* __restrict__ cst, signed char* __restrict__ out, int qb, int rnd,
-    int planes)
+#define CRT_RESIDUES_PARAMS                                                                   \
+    const double2* __restrict__ x, long long rows, long long ra, long long k, long long kpad, \
+    long long sr, long long sc, const long long* __restrict__ roff,                           \
+    const long long* __restrict__ koff, const int* __restrict__ f, int bits, int nmod,        \
+    const double* __restrict__ cst, signed char* __restrict__ out, int qb, int rnd, int planes
+template <bool TAB>
+__device__ __forceinline__ void crt_residues_body(CRT_RESIDUES_PARAMS)
 {
     const long long nq = kpad / 4;
     const int rb = qb ? 32 / qb : 1;
@@ -351,7 +354,8 @@ extern "C" __global__ void crt_residues(
         long long r, q;
         if (!crt_item(idx, qb, nrt, nq, ra, r, q)) continue;
         double h[2][4][NH];
-        crt_pieces<double, 26, NH>(x, rows, k, sr, sc, roff, koff, f, bits, rnd, r, q, h);
+        crt_pieces<double, 26, NH, false, TAB>(x, rows, k, sr, sc, roff, koff, f, bits, rnd, r,
+                                               q, h);
         signed char* dst = out + r * kpad + q * 4;
         for (int l = 0; l < nmod; ++l) {
             const double* cl = cst + 12 * l;
@@ -388,6 +392,16 @@ extern "C" __global__ void crt_residues(
             }
         }
     }
+}
+extern "C" __global__ void crt_residues(CRT_RESIDUES_PARAMS)
+{
+    crt_residues_body<false>(x, rows, ra, k, kpad, sr, sc, roff, koff, f, bits, nmod, cst, out,
+                             qb, rnd, planes);
+}
+extern "C" __global__ void crt_residues_tab(CRT_RESIDUES_PARAMS)  // X through offset tables
+{
+    crt_residues_body<true>(x, rows, ra, k, kpad, sr, sc, roff, koff, f, bits, nmod, cst, out,
+                            qb, rnd, planes);
 }
 
 // The same residues for plans that keep at most 70 bits, in FP32 arithmetic (twice the FP64
@@ -461,7 +475,7 @@ __device__ __forceinline__ void res32_mod(const float (&h)[2][4][NP], signed cha
 #ifdef NMODR
 %(res32_all)s
 
-template <int PLANES>
+template <int PLANES, bool TAB>
 __device__ __forceinline__ void crt_residues32_body(
     const double2* __restrict__ x, long long rows, long long ra, long long k, long long kpad,
     long long sr, long long sc, const long long* __restrict__ roff,
@@ -479,25 +493,28 @@ __device__ __forceinline__ void crt_residues32_body(
         long long r, q;
         if (!crt_item(idx, qb, nrt, nq, ra, r, q)) continue;
         float h[2][4][NP];
-        crt_pieces<float, PB32, NP, true>(x, rows, k, sr, sc, roff, koff, f, bits, rnd, r, q,
-                                          h);
+        crt_pieces<float, PB32, NP, true, TAB>(x, rows, k, sr, sc, roff, koff, f, bits, rnd, r,
+                                               q, h);
         res32_all<PLANES>(h, out + r * kpad + q * 4, ps, PLANES * ps);
     }
 }
 
-#define RES32_KERNEL(PL)                                                                      \
-    extern "C" __global__ void crt_residues32_##PL(                                         \
+#define RES32_KERNEL(PL, TAB, NAME)                                                           \
+    extern "C" __global__ void NAME(                                                         \
         const double2* __restrict__ x, long long rows, long long ra, long long k,           \
         long long kpad, long long sr, long long sc, const long long* __restrict__ roff,    \
         const long long* __restrict__ koff, const int* __restrict__ f, int bits,           \
         signed char* __restrict__ out, int qb, int rnd)                                     \
     {                                                                                        \
-        crt_residues32_body<PL>(x, rows, ra, k, kpad, sr, sc, roff, koff, f, bits, out, qb,  \
-                                rnd);                                                        \
+        crt_residues32_body<PL, TAB>(x, rows, ra, k, kpad, sr, sc, roff, koff, f, bits, out, \
+                                     qb, rnd);                                               \
     }
-RES32_KERNEL(2)
-RES32_KERNEL(3)
-RES32_KERNEL(4)
+RES32_KERNEL(2, false, crt_residues32_2)
+RES32_KERNEL(3, false, crt_residues32_3)
+RES32_KERNEL(4, false, crt_residues32_4)
+RES32_KERNEL(2, true, crt_residues32_2_tab)  // X through offset tables
+RES32_KERNEL(3, true, crt_residues32_3_tab)
+RES32_KERNEL(4, true, crt_residues32_4_tab)
 #endif
 
 // One modulus: t holds the INT32 planes T1, T2, T3 (each (mp, ld) row-major, plane elements
@@ -787,10 +804,10 @@ def _residue32_source(num_moduli: int, weighted: bool, piece_bits: int) -> str:
 
 
 def _residue32_kernel(pieces: int, piece_bits: int, num_moduli: int, weighted: bool,
-                      planes: int):
-    """``crt_residues32_<planes>``, compiled once per number of balanced pieces and their bits
-    (``-DNP``, ``-DPB32``; :func:`pieces32`), number of moduli and weighting (the moduli's
-    constants are literals of the code)."""
+                      planes: int, tables: bool = False):
+    """``crt_residues32_<planes>`` (``_tab``: reading through offset tables), compiled once per
+    number of balanced pieces and their bits (``-DNP``, ``-DPB32``; :func:`pieces32`), number of
+    moduli and weighting (the moduli's constants are literals of the code)."""
     key = ("res32", pieces, piece_bits, num_moduli, bool(weighted))
     mod = _modules.get(key)
     if mod is None:
@@ -798,7 +815,7 @@ def _residue32_kernel(pieces: int, piece_bits: int, num_moduli: int, weighted: b
         mod = _modules[key] = cp.RawModule(
             code=code, options=(f"-DNP={pieces}", f"-DPB32={piece_bits}",
                                 f"-DNMODR={num_moduli}"))
-    return mod.get_function(f"crt_residues32_{planes}")
+    return mod.get_function(f"crt_residues32_{planes}" + ("_tab" if tables else ""))
 
 class GatheredMatrix:
     """A ``(k, n)`` complex128 matrix on the GPU read through offset tables, no copy:
@@ -1082,11 +1099,12 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
     grid = int(max(1, min(-(-total // _RESIDUE_THREADS), 64 * _cuda._sms())))
     geo = (_data(x), np.int64(rows), np.int64(rows_alloc), np.int64(k), np.int64(kpad),
            np.int64(sr), np.int64(sc), roff, koff, f, np.int32(bits))
+    tab = isinstance(x, GatheredMatrix)
     if plan32 is not None:  # FP32 arithmetic (issue-bound kernel, twice the FP64 rate)
-        _residue32_kernel(*plan32, num_moduli, weighted, planes)(
+        _residue32_kernel(*plan32, num_moduli, weighted, planes, tab)(
             (grid,), (_RESIDUE_THREADS,), geo + (out, np.int32(qb), np.int32(bool(rounding))))
     else:
-        _kernel("crt_residues", halves)(
+        _kernel("crt_residues_tab" if tab else "crt_residues", halves)(
             (grid,), (_RESIDUE_THREADS,),
             geo + (np.int32(num_moduli), _residue_constants(num_moduli, weighted), out,
                    np.int32(qb), np.int32(bool(rounding)), np.int32(planes)))
