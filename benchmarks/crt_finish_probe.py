@@ -15,14 +15,13 @@ against the CPU in ``tests/test_gpu_crt.py``).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from crt_residue_probe import _load_old, report  # noqa: E402
+from crt_residue_probe import probe_args, report  # noqa: E402
 from gemm_bench import _cupy, timed  # noqa: E402
 
 
@@ -84,12 +83,7 @@ def run_case(label, N, m, nb, reps, old):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--old", default="", help="an earlier ozsim/gemm/_cuda_crt.py to compare")
-    p.add_argument("--json", default="")
-    args = p.parse_args(argv)
-    old = _load_old(args.old) if args.old else None
+    args, old = probe_args(__doc__, argv)
     rows = []
     for label, N, m, nb in [("N=28 d=8 (15 moduli)", 15, 256, 1 << 20),
                             ("N=28 d=10 (16 moduli)", 16, 1024, 1 << 18),

@@ -70,14 +70,20 @@ def run_case(label, x, bits, N, weighted, planes, reps, old):
     return rows_out
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def probe_args(doc: str, argv=None):
+    """``(args, old)`` of the kernel probes: ``--reps``, ``--old`` (loaded by
+    :func:`_load_old`, else ``None``) and ``--json``."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--old", default="", help="an earlier ozsim/gemm/_cuda_crt.py to compare")
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
+    return args, (_load_old(args.old) if args.old else None)
+
+
+def main(argv=None) -> int:
+    args, old = probe_args(__doc__, argv)
     cp = _cupy()
-    old = _load_old(args.old) if args.old else None
     rs = cp.random.RandomState(5)
     rows = []
     state = rs.standard_normal((256, 1 << 20)) + 1j * rs.standard_normal((256, 1 << 20))

@@ -111,6 +111,7 @@ class StateVector:
         self._spare = xp.empty(1 << n, dtype=xp.complex128)
         self._buf[0] = 1.0
         self.layout: tuple[int, ...] = tuple(range(n - 1, -1, -1))  # qubit held by each axis
+        self._tables: dict = {}  # GPU offset tables by bit positions (_gathered)
 
     # -- gates --------------------------------------------------------------------------------
     def apply(
@@ -134,14 +135,11 @@ class StateVector:
         d = len(qubits)
         want = tuple(reversed(qubits))
         rows, cols = 1 << d, 1 << (self.num_qubits - d)
-        b, layout = None, self.layout
-        if self.layout[:d] != want:
-            b, layout = self._gathered(want, backend)
-            if b is None:
+        b, layout = self._gathered(want, backend) if self.layout[:d] != want else (None, None)
+        if b is None:  # the targets lead already, or a transposing copy brings them there
+            if self.layout[:d] != want:
                 self._permute(want)
-                layout = self.layout
-        if b is None:
-            b = self._buf.reshape(rows, cols)
+            b, layout = self._buf.reshape(rows, cols), self.layout
         _, info = zgemm(
             gate,
             b,
@@ -166,17 +164,16 @@ class StateVector:
             return None, None
         from .gemm._cuda_crt import GatheredMatrix, deposit_offsets  # GPU only
 
-        rest = tuple(q for q in self.layout if q not in front)
-        bit = {q: n - 1 - i for i, q in enumerate(self.layout)}  # index bit of each axis
-        key = (tuple(bit[q] for q in front), tuple(bit[q] for q in rest))
-        tables = self.__dict__.setdefault("_tables", {})
+        view, layout = self._transposed(front)
+        bit = [n - 1 - self.layout.index(q) for q in layout]  # buffer index bit of each axis
+        key = (tuple(bit[:d]), tuple(bit[d:]))
+        tables = self._tables
         if key not in tables:
             if len(tables) >= _GATHER_TABLES:
                 del tables[next(iter(tables))]
             tables[key] = (deposit_offsets(key[0]), deposit_offsets(key[1]))
         rows, cols = tables[key]
-        view, layout = self._transposed(front)
-        b = GatheredMatrix(self._buf, rows, cols, (1 << key[0][-1], 1 << key[1][-1]), view)
+        b = GatheredMatrix(self._buf, rows, cols, (1 << bit[d - 1], 1 << bit[-1]), view)
         return b, layout
 
     def _permute(self, front: tuple[int, ...]) -> None:
@@ -188,7 +185,6 @@ class StateVector:
     def _transposed(self, front: tuple[int, ...]):
         """``(view, new layout)``: the buffer as a strided N-d view with ``front`` leading (its
         C-order reshape is the permuted state) and the layout it stands for."""
-        n = self.num_qubits
         rest = tuple(q for q in self.layout if q not in front)
         new_layout = front + rest
         perm = [self.layout.index(q) for q in new_layout]

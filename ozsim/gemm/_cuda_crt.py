@@ -870,7 +870,10 @@ class GatheredMatrix:
         return self.data[self.row_offsets[:, None] + self.col_offsets[None, :]]
 
 
-_DEPOSIT = None
+_DEPOSIT = cp.ElementwiseKernel(  # compiled on first use
+    "raw int32 bits, int32 nb", "int64 y",
+    "long long v = 0; for (int t = 0; t < nb; ++t) "
+    "v |= (long long)((i >> (nb - 1 - t)) & 1) << bits[t]; y = v;", "ozsim_deposit")
 
 
 def deposit_offsets(bits) -> cp.ndarray:
@@ -881,15 +884,9 @@ def deposit_offsets(bits) -> cp.ndarray:
     Raises:
         ValueError: a bit position outside 0..62 or repeated.
     """
-    global _DEPOSIT
     bits = [int(b) for b in bits]
     if len(set(bits)) != len(bits) or any(not 0 <= b < 63 for b in bits):
         raise ValueError(f"bit positions must be distinct and in 0..62, got {bits}")
-    if _DEPOSIT is None:
-        _DEPOSIT = cp.ElementwiseKernel(
-            "raw int32 bits, int32 nb", "int64 y",
-            "long long v = 0; for (int t = 0; t < nb; ++t) "
-            "v |= (long long)((i >> (nb - 1 - t)) & 1) << bits[t]; y = v;", "ozsim_deposit")
     out = cp.empty(1 << len(bits), dtype=cp.int64)
     _DEPOSIT(cp.asarray(np.array(bits, dtype=np.int32)), np.int32(len(bits)), out)
     return out
@@ -920,31 +917,6 @@ def _segments(tiles: int, k: int, step: int) -> int:
     want = max(1, -(-4 * 8 * _cuda._sms() // max(tiles, 1)))
     nseg = max(1, min(want, k // (64 * step)))
     return -(-k // nseg)
-
-
-def _analyse_launch(x, moments: bool, acc):
-    """The analysis kernels of :func:`analyse` on ``x``, no sync: ``f`` (``(rows,)`` int32 CuPy);
-    ``acc`` (``(4,)`` uint64 CuPy, zeroed) receives ``[count, sum nnz (f + ALLOW - a), sum of
-    exponents, NaN/Inf flag]``."""
-    rows, k = x.shape
-    f = cp.zeros(rows, dtype=cp.int32)
-    if rows and k:
-        sr, sc, roff, koff = _geometry(x)
-        rowfast = abs(sr) <= abs(sc)
-        tiles = -(-rows // (32 if rowfast else 8))
-        seg = _segments(tiles, k, 8 if rowfast else 32)
-        grid = (tiles, -(-k // seg))
-        emax = cp.full(rows, _INT_MIN, dtype=cp.int32)
-        nnz = cp.zeros(rows, dtype=cp.int32)
-        sq = cp.zeros(rows, dtype=cp.uint64)
-        geo = (_data(x), np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), roff, koff,
-               np.int64(seg), np.int32(rowfast))
-        with _cuda._stage("analyse"):
-            _kernel("crt_scan")(grid, (_THREADS,), geo + (emax, nnz, acc))
-            _kernel("crt_sumsq")(grid, (_THREADS,), geo + (emax, sq))
-            _kernel("crt_fin")((_grid1(rows),), (_THREADS,),
-                               (np.int64(rows), emax, sq, nnz, f, acc, np.int32(moments)))
-    return f
 
 
 def _analyse_result(host, moments: bool):
@@ -982,10 +954,29 @@ def analyse(x, moments: bool = True):
 
 def analyse_launch(x, moments: bool = True):
     """:func:`analyse`'s kernels on ``x`` without waiting: ``(f, acc)``, ``f`` ``(rows,)``
-    int32 CuPy (usable by later kernels on the stream at once), ``acc`` ``(4,)`` uint64 CuPy,
-    the counters that :func:`settle` brings to the host (moments, NaN/Inf flag)."""
+    int32 CuPy (usable by later kernels on the stream at once), ``acc`` ``(4,)`` uint64 CuPy
+    ``[count, sum nnz (f + ALLOW - a), sum of exponents, NaN/Inf flag]``, the counters that
+    :func:`settle` brings to the host. ``x`` may be a :class:`GatheredMatrix`."""
+    rows, k = x.shape
+    f = cp.zeros(rows, dtype=cp.int32)
     acc = cp.zeros(4, dtype=cp.uint64)
-    return _analyse_launch(x, moments, acc), acc
+    if rows and k:
+        sr, sc, roff, koff = _geometry(x)
+        rowfast = abs(sr) <= abs(sc)
+        tiles = -(-rows // (32 if rowfast else 8))
+        seg = _segments(tiles, k, 8 if rowfast else 32)
+        grid = (tiles, -(-k // seg))
+        emax = cp.full(rows, _INT_MIN, dtype=cp.int32)
+        nnz = cp.zeros(rows, dtype=cp.int32)
+        sq = cp.zeros(rows, dtype=cp.uint64)
+        geo = (_data(x), np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), roff, koff,
+               np.int64(seg), np.int32(rowfast))
+        with _cuda._stage("analyse"):
+            _kernel("crt_scan")(grid, (_THREADS,), geo + (emax, nnz, acc))
+            _kernel("crt_sumsq")(grid, (_THREADS,), geo + (emax, sq))
+            _kernel("crt_fin")((_grid1(rows),), (_THREADS,),
+                               (np.int64(rows), emax, sq, nnz, f, acc, np.int32(moments)))
+    return f, acc
 
 
 def settle(prep, *accs):
