@@ -59,6 +59,33 @@ def test_analysis_matches_cpu(m, k, n):
         assert none is None and np.array_equal(f_gpu2.get(), f_cpu)
 
 
+@pytest.mark.parametrize("rows, k", [(5, 1), (70, 64), (9, 128), (33, 256), (17, 300),
+                                     (4, 1000), (130, 1024)])
+def test_analysis_tile_equals_segments(rows, k, monkeypatch):
+    """The one-pass analysis (``crt_analyse_tile``, k <= 1024; 8 .. 128 threads per row)
+    gives the CPU's norm exponents and moments, and the segmented passes' counters, on rows
+    contiguous along k and on strided columns (rows adjacent in memory), with a zero row, a row
+    below 2**-1010 and rows not a multiple of the block's; NaN and Inf still raise."""
+    rng = np.random.default_rng(rows + k)
+    x = ozaki_matrix(rng, rows, k, 4.0)
+    x[1 % rows] = 0
+    x[-1] *= 2.0**-1045
+    f_cpu, m_cpu = analyse_rows(x)
+    for xg in (cp.asarray(x), cp.asarray(np.ascontiguousarray(x.T)).T):
+        f_t, acc_t = _cuda_crt.analyse_launch(xg)
+        with monkeypatch.context() as mp:
+            mp.setattr(_cuda_crt, "_TILE_K", 0)
+            f_s, acc_s = _cuda_crt.analyse_launch(xg)
+        assert np.array_equal(f_t.get(), f_cpu) and np.array_equal(f_s.get(), f_cpu)
+        assert cp.array_equal(acc_t, acc_s)
+        assert _cuda_crt._analyse_result(acc_t.get(), True).tolist() == m_cpu.tolist()
+        for bad in (np.nan, np.inf):
+            y = xg.copy()
+            y[rows // 2, k - 1] = complex(0.0, bad)
+            with pytest.raises(NonFiniteError):
+                _cuda_crt.analyse(y)
+
+
 def test_reduce_extreme_products():
     """crt_reduce's integer mod (multiply-high) on INT32 products up to +-(2**31 - 2**14)."""
     rng = np.random.default_rng(11)
@@ -408,7 +435,7 @@ def _gathered(seed, n, d):
 
 
 @pytest.mark.parametrize("n, d, seed", [(12, 6, 1), (14, 8, 2), (13, 7, 3), (16, 10, 4)])
-def test_gathered_matrix_equals_permuted_copy(n, d, seed):
+def test_gathered_matrix_equals_permuted_copy(n, d, seed, monkeypatch):
     """The offsets address the permuted state: materialised, sliced and transposed it equals
     the copy; the analysis and both residue kernels (FP32: 58 bits, FP64: 100 bits) give the
     bytes they give on the copy; zgemm through it (int8-crt16, int8-crt-auto, and the backends
@@ -420,6 +447,10 @@ def test_gathered_matrix_equals_permuted_copy(n, d, seed):
     f_g, m_g = _cuda_crt.analyse(b.T)
     f_r, m_r = _cuda_crt.analyse(ref.T)
     assert cp.array_equal(f_g, f_r) and np.array_equal(m_g, m_r)
+    monkeypatch.setattr(_cuda_crt, "_TILE_K", 0)  # the segmented passes through the tables
+    f_s, m_s = _cuda_crt.analyse(b.T)
+    monkeypatch.undo()
+    assert cp.array_equal(f_s, f_r) and np.array_equal(m_s, m_r)
     for bits in (58, 100):
         for planes in (2, 3):
             kw = dict(weighted=False, kpad=-(-ref.shape[0] // 16) * 16, rows_alloc=ref.shape[1],

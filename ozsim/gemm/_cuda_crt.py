@@ -10,11 +10,13 @@ only used through ``rint``, which the margin of ``|C'| < (P / 2)(1 - 2**-40)`` m
 ============  ===================================================================================
 stage         what runs
 ============  ===================================================================================
-analyse       two passes with k split in segments across the GPU (atomics combine integers, so
-              the order is irrelevant): ``crt_scan`` (ozIMMU exponent ``e`` per row, nonzero
-              count, sum of the scalars' exponents, NaN/Inf flag), ``crt_sumsq`` (the exact
-              integer sum of rounded-up squares), ``crt_fin`` (norm exponents ``f`` and the
-              loss moments ``[count, sum_j]`` of ``int8-crt-auto``).
+analyse       ``k <= 1024`` (the gates of state-vector runs): ``crt_analyse_tile``, one kernel
+              that reads X once, a block taking whole rows with their values in registers.
+              Else two passes with k split in segments across the GPU (atomics combine
+              integers, so the order is irrelevant): ``crt_scan`` (ozIMMU exponent ``e`` per
+              row, nonzero count, sum of the scalars' exponents, NaN/Inf flag), ``crt_sumsq``
+              (the exact integer sum of rounded-up squares), ``crt_fin`` (norm exponents ``f``
+              and the loss moments ``[count, sum_j]`` of ``int8-crt-auto``).
 residues      ``crt_residues32`` (plans keeping <= 70 bits; ``crt_residues`` above, in FP64):
               reads each complex value once, scales it to its integer (``rint`` or ``trunc`` of
               ``ldexp(x, g - f)``), splits that exactly into 1..5 balanced pieces ``h_i`` of
@@ -268,6 +270,148 @@ extern "C" __global__ void crt_fin(
         }
     }
 }
+
+// The whole analysis in one kernel where k <= 8 TPR (the state-vector gates up to 10 qubits):
+// a block of 512 threads takes RPB = 512 / TPR rows with all of k (TPR = 8 .. 128 threads per
+// row, the fewest that hold k at 8 values per thread), each thread keeps its values in registers,
+// so X is read once instead of twice, and crt_fin's launch and the per-row atomics go. Thread
+// t: rowfast (rows adjacent in memory) row t %% RPB, k = t / RPB + TPR j; else row t / TPR,
+// k = t %% TPR + TPR j (contiguous along k). The same integers as crt_scan + crt_sumsq +
+// crt_fin: max, counts and sums of integers below 2**53, so the order of the reductions does
+// not matter.
+#define AT_THREADS 512
+#define AT_VPT 8
+template <int TPR>
+__device__ __forceinline__ int at_slot(int rowfast, int rl, int kt)
+{
+    return rowfast ? kt * (AT_THREADS / TPR) + rl : rl * TPR + kt;
+}
+
+template <bool TAB, int TPR>
+__device__ __forceinline__ void crt_analyse_tile_body(
+    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    const long long* __restrict__ roff, const long long* __restrict__ koff, int rowfast,
+    int* __restrict__ f, unsigned long long* __restrict__ acc, int mom)
+{
+    constexpr int RPB = AT_THREADS / TPR;
+    __shared__ int s_e[AT_THREADS], s_n[AT_THREADS];
+    __shared__ double s_s[AT_THREADS];
+    __shared__ long long s_v[AT_THREADS / 32], s_mc[RPB], s_mt[RPB];
+    __shared__ int s_row[RPB], s_cnt[RPB];
+    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    const int rl = rowfast ? t %% RPB : t / TPR;
+    const int kt = rowfast ? t / RPB : t %% TPR;
+    const long long r = (long long)blockIdx.x * RPB + rl;
+    const bool valid = r < rows;
+    const double2* p = x + (valid ? (TAB ? roff[r] : r * sr) : 0);
+    double2 v[AT_VPT];
+#pragma unroll
+    for (int j = 0; j < AT_VPT; ++j) {
+        const long long kk = kt + (long long)TPR * j;
+        v[j] = (valid && kk < k) ? p[TAB ? koff[kk] : kk * sc] : make_double2(0.0, 0.0);
+    }
+    // pass 1: e, the nonzero count, the sum of exponents, NaN/Inf
+    int em = EMIN_, cnt = 0, bad = 0;
+    long long sev = 0;
+#pragma unroll
+    for (int j = 0; j < AT_VPT; ++j) {
+        bad |= !(fabs(v[j].x) <= DMAX) | !(fabs(v[j].y) <= DMAX);
+        int ex, ey;
+        frexp(v[j].x, &ex);
+        frexp(v[j].y, &ey);
+        if (v[j].x != 0.0) { em = max(em, ex); ++cnt; sev += ex; }
+        if (v[j].y != 0.0) { em = max(em, ey); ++cnt; sev += ey; }
+    }
+    s_e[t] = em;
+    s_n[t] = cnt;
+    for (int o = 16; o > 0; o >>= 1) sev += __shfl_xor_sync(0xffffffffu, sev, o);
+    if (lane == 0) s_v[w] = sev;
+    const int anybad = __syncthreads_or(bad);
+    for (int row = w; row < RPB; row += AT_THREADS / 32) {  // warp w combines row w (+16...)
+        int e = EMIN_, c = 0;
+        for (int i = lane; i < TPR; i += 32) {
+            e = max(e, s_e[at_slot<TPR>(rowfast, row, i)]);
+            c += s_n[at_slot<TPR>(rowfast, row, i)];
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
+            c += __shfl_xor_sync(0xffffffffu, c, o);
+        }
+        if (lane == 0) { s_row[row] = e; s_cnt[row] = c; }
+    }
+    __syncthreads();
+    // pass 2: S = sum ceil(|x| 2**(NFRAC - e))**2, from the registers
+    const int erow = s_row[rl];
+    double s = 0.0;
+    if (valid && erow != EMIN_) {
+        const int sh = NFRAC - erow;
+        const bool fast = sh <= 1023;  // as crt_sumsq
+        const double scale = fast ? pow2(sh) : 0.0;
+#pragma unroll
+        for (int j = 0; j < AT_VPT; ++j) {  // zeros (k padding) add nothing
+            const double qa = ceil(fast ? fabs(v[j].x) * scale : ldexp(fabs(v[j].x), sh));
+            const double qb = ceil(fast ? fabs(v[j].y) * scale : ldexp(fabs(v[j].y), sh));
+            s += qa * qa;
+            s += qb * qb;
+        }
+    }
+    s_s[t] = s;
+    __syncthreads();
+    for (int row = w; row < RPB; row += AT_THREADS / 32) {  // crt_fin of the row
+        double tot = 0.0;
+        for (int i = lane; i < TPR; i += 32) tot += s_s[at_slot<TPR>(rowfast, row, i)];
+        for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
+        const long long rr = (long long)blockIdx.x * RPB + row;
+        long long mc = 0, mt = 0;
+        if (rr < rows) {
+            const int e = s_row[row] == EMIN_ ? 0 : s_row[row];
+            int fr = 0;
+            if (tot > 0.0) {
+                int bl;
+                frexp(tot, &bl);
+                fr = e - NFRAC + (bl + 1) / 2;
+            }
+            if (lane == 0) f[rr] = fr;
+            const int n = s_cnt[row];
+            if (n > 0) {
+                const int a = (31 - __clz(n)) / 2;
+                mc = n;
+                mt = (long long)n * (fr + ALLOW - (a < ALLOW ? a : ALLOW));
+            }
+        }
+        if (lane == 0) { s_mc[row] = mc; s_mt[row] = mt; }
+    }
+    __syncthreads();
+    if (t == 0) {
+        long long tv = 0, c = 0, tt = 0;
+        for (int q = 0; q < AT_THREADS / 32; ++q) tv += s_v[q];
+        for (int q = 0; q < RPB; ++q) { c += s_mc[q]; tt += s_mt[q]; }
+        if (tv) atomicAdd(&acc[2], (unsigned long long)tv);
+        if (mom && c) {
+            atomicAdd(&acc[0], (unsigned long long)c);
+            atomicAdd(&acc[1], (unsigned long long)tt);
+        }
+        if (anybad) acc[3] = 1ull;
+    }
+}
+#define AT_KERNEL(TAB, TPR, NAME)                                                             \
+    extern "C" __global__ void __launch_bounds__(AT_THREADS, 2) NAME(                        \
+        const double2* __restrict__ x, long long rows, long long k, long long sr,           \
+        long long sc, const long long* __restrict__ roff, const long long* __restrict__ koff, \
+        int rowfast, int* __restrict__ f, unsigned long long* __restrict__ acc, int mom)    \
+    {                                                                                        \
+        crt_analyse_tile_body<TAB, TPR>(x, rows, k, sr, sc, roff, koff, rowfast, f, acc, mom); \
+    }
+AT_KERNEL(false, 8, crt_analyse_tile_8)
+AT_KERNEL(false, 16, crt_analyse_tile_16)
+AT_KERNEL(false, 32, crt_analyse_tile_32)
+AT_KERNEL(false, 64, crt_analyse_tile_64)
+AT_KERNEL(false, 128, crt_analyse_tile_128)
+AT_KERNEL(true, 8, crt_analyse_tile_8_tab)  // X through offset tables
+AT_KERNEL(true, 16, crt_analyse_tile_16_tab)
+AT_KERNEL(true, 32, crt_analyse_tile_32_tab)
+AT_KERNEL(true, 64, crt_analyse_tile_64_tab)
+AT_KERNEL(true, 128, crt_analyse_tile_128_tab)
 
 // Grid-stride item idx of the residue kernels -> row r and 4-k chunk q: qb == 0: adjacent
 // threads take adjacent chunks of a row (rows contiguous along k); qb > 0 (rows adjacent in
@@ -751,6 +895,11 @@ def pieces32(bits: int) -> tuple[int, int] | None:
                 return np_, pb
     return None
 _INT_MIN = -(2**31)
+#: ``crt_analyse_tile``'s geometry (``AT_THREADS``, ``AT_VPT`` of :data:`_SOURCE`): threads per
+#: block, values per thread, and the largest k it takes (threads per row 8, 16, ... 128: the
+#: fewest that hold k).
+_TILE_THREADS, _TILE_VALUES = 512, 8
+_TILE_K = 128 * _TILE_VALUES
 
 
 #: ``crt_finish``'s pass structure per digit count (the rest: both parts in one pass), as
@@ -928,13 +1077,15 @@ def _analyse_result(host, moments: bool):
 
 
 def analyse(x, moments: bool = True):
-    """Norm exponents (and the loss moments) of the rows of ``x`` on the GPU, in two passes.
+    """Norm exponents (and the loss moments) of the rows of ``x`` on the GPU.
 
-    Pass 1 (``crt_scan``) finds each row's ozIMMU exponent ``e``, its count of nonzero scalars
-    and the sum of their exponents; pass 2 (``crt_sumsq``) the exact integer ``S`` of the norm
-    bound; ``crt_fin`` forms ``f`` and the moments. Both passes split k into segments, so that
-    B's columns (``b.T``, rows adjacent in memory) are read by the whole GPU, not one thread per
-    column.
+    Pass 1 finds each row's ozIMMU exponent ``e``, its count of nonzero scalars and the sum of
+    their exponents; pass 2 the exact integer ``S`` of the norm bound; then ``f`` and the
+    moments. For ``k <= 1024`` one kernel (``crt_analyse_tile``) does all three, each block
+    holding whole rows in registers (X read once); above, ``crt_scan`` and ``crt_sumsq`` split
+    k into segments, so that B's columns (``b.T``, rows adjacent in memory) are read by the
+    whole GPU, not one thread per column, and ``crt_fin`` forms ``f``. The same integers either
+    way (maxima, counts and exact integer sums).
 
     Args:
         x (cupy.ndarray): ``(rows, k)`` complex128, any strides (``b.T`` for B's columns).
@@ -962,20 +1113,27 @@ def analyse_launch(x, moments: bool = True):
     acc = cp.zeros(4, dtype=cp.uint64)
     if rows and k:
         sr, sc, roff, koff = _geometry(x)
+        geo = (_data(x), np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), roff, koff)
         rowfast = abs(sr) <= abs(sc)
-        tiles = -(-rows // (32 if rowfast else 8))
-        seg = _segments(tiles, k, 8 if rowfast else 32)
-        grid = (tiles, -(-k // seg))
-        emax = cp.full(rows, _INT_MIN, dtype=cp.int32)
-        nnz = cp.zeros(rows, dtype=cp.int32)
-        sq = cp.zeros(rows, dtype=cp.uint64)
-        geo = (_data(x), np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), roff, koff,
-               np.int64(seg), np.int32(rowfast))
         with _cuda._stage("analyse"):
-            _kernel("crt_scan")(grid, (_THREADS,), geo + (emax, nnz, acc))
-            _kernel("crt_sumsq")(grid, (_THREADS,), geo + (emax, sq))
-            _kernel("crt_fin")((_grid1(rows),), (_THREADS,),
-                               (np.int64(rows), emax, sq, nnz, f, acc, np.int32(moments)))
+            if k <= _TILE_K:  # one kernel, X read once (its values held in registers)
+                tpr = next(t for t in (8, 16, 32, 64, 128) if k <= _TILE_VALUES * t)
+                name = f"crt_analyse_tile_{tpr}" + ("_tab" if isinstance(x, GatheredMatrix)
+                                                    else "")
+                _kernel(name)((-(-rows // (_TILE_THREADS // tpr)),), (_TILE_THREADS,),
+                              geo + (np.int32(rowfast), f, acc, np.int32(moments)))
+            else:  # two passes with k split in segments, then crt_fin
+                tiles = -(-rows // (32 if rowfast else 8))
+                seg = _segments(tiles, k, 8 if rowfast else 32)
+                emax = cp.full(rows, _INT_MIN, dtype=cp.int32)
+                nnz = cp.zeros(rows, dtype=cp.int32)
+                sq = cp.zeros(rows, dtype=cp.uint64)
+                geo += (np.int64(seg), np.int32(rowfast))
+                grid = (tiles, -(-k // seg))
+                _kernel("crt_scan")(grid, (_THREADS,), geo + (emax, nnz, acc))
+                _kernel("crt_sumsq")(grid, (_THREADS,), geo + (emax, sq))
+                _kernel("crt_fin")((_grid1(rows),), (_THREADS,),
+                                   (np.int64(rows), emax, sq, nnz, f, acc, np.int32(moments)))
     return f, acc
 
 
