@@ -402,6 +402,7 @@ __device__ __forceinline__ void crt_analyse_tile_body(
     {                                                                                        \
         crt_analyse_tile_body<TAB, TPR>(x, rows, k, sr, sc, roff, koff, rowfast, f, acc, mom); \
     }
+#ifdef CRT_TILE  // instantiated in one module of their own (_kernel), not in every variant
 AT_KERNEL(false, 8, crt_analyse_tile_8)
 AT_KERNEL(false, 16, crt_analyse_tile_16)
 AT_KERNEL(false, 32, crt_analyse_tile_32)
@@ -412,6 +413,7 @@ AT_KERNEL(true, 16, crt_analyse_tile_16_tab)
 AT_KERNEL(true, 32, crt_analyse_tile_32_tab)
 AT_KERNEL(true, 64, crt_analyse_tile_64_tab)
 AT_KERNEL(true, 128, crt_analyse_tile_128_tab)
+#endif
 
 // Grid-stride item idx of the residue kernels -> row r and 4-k chunk q: qb == 0: adjacent
 // threads take adjacent chunks of a row (rows contiguous along k); qb > 0 (rows adjacent in
@@ -861,6 +863,7 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
 """
 
 _modules: dict = {}
+_functions: dict = {}
 #: Bits per exact half of a scaled integer in ``crt_residues`` (``6 * 26 >= 154 = gamma(20)``).
 HALF_BITS = 26
 MAX_HALVES = 6
@@ -894,6 +897,8 @@ def pieces32(bits: int) -> tuple[int, int] | None:
             if 128 * ((np_ - 1) * 2 ** (pb - 1) + 2**top) < 2**23:
                 return np_, pb
     return None
+
+
 _INT_MIN = -(2**31)
 #: ``crt_analyse_tile``'s geometry (``AT_THREADS``, ``AT_VPT`` of :data:`_SOURCE`): threads per
 #: block, values per thread, and the largest k it takes (threads per row 8, 16, ... 128: the
@@ -915,17 +920,34 @@ _FINISH_OPTS = {3: ["-DFINISH_PARTS=1", "-DFINISH_BLOCKS=3"],
 def _kernel(name: str, halves: int = 1, num_moduli: int = 0):
     """A kernel of :data:`_SOURCE`, compiled once per number of 26-bit halves (``-DNH``) and,
     for ``crt_finish``, per number of moduli (``-DNMODC``, ``-DNLIMBC`` and the pass structure
-    of :data:`_FINISH_OPTS`)."""
-    key = (halves, num_moduli)
-    mod = _modules.get(key)
-    if mod is None:
+    of :data:`_FINISH_OPTS`); the ``crt_analyse_tile_*`` kernels once (``-DCRT_TILE``)."""
+    if name.startswith("crt_analyse_tile"):
+        return _function("tile", name, lambda: cp.RawModule(code=_source(),
+                                                            options=("-DCRT_TILE",)))
+
+    def build():
         opts = [f"-DNH={halves}"]
         if num_moduli:
             limbs = crt_constants(num_moduli).num_limbs
             opts += [f"-DNMODC={num_moduli}", f"-DNLIMBC={limbs}"] + _FINISH_OPTS.get(
                 limbs, ["-DFINISH_PARTS=2"])
-        mod = _modules[key] = cp.RawModule(code=_source(), options=tuple(opts))
-    return mod.get_function(name)
+        return cp.RawModule(code=_source(), options=tuple(opts))
+
+    return _function((halves, num_moduli), name, build)
+
+
+def _function(key, name: str, build):
+    """Kernel ``name`` of the module ``key`` (made by ``build()`` on first use), cached per
+    device: ``RawModule.get_function`` costs ~20 us of host time a call, several times a
+    GEMM."""
+    fkey = (key, name, cp.cuda.runtime.getDevice())
+    fn = _functions.get(fkey)
+    if fn is None:
+        mod = _modules.get(key)
+        if mod is None:
+            mod = _modules[key] = build()
+        fn = _functions[fkey] = mod.get_function(name)
+    return fn
 
 
 def _source(res32_all: str = "") -> str:
@@ -957,14 +979,14 @@ def _residue32_kernel(pieces: int, piece_bits: int, num_moduli: int, weighted: b
     """``crt_residues32_<planes>`` (``_tab``: reading through offset tables), compiled once per
     number of balanced pieces and their bits (``-DNP``, ``-DPB32``; :func:`pieces32`), number of
     moduli and weighting (the moduli's constants are literals of the code)."""
-    key = ("res32", pieces, piece_bits, num_moduli, bool(weighted))
-    mod = _modules.get(key)
-    if mod is None:
-        code = _source(_residue32_source(num_moduli, weighted, piece_bits))
-        mod = _modules[key] = cp.RawModule(
-            code=code, options=(f"-DNP={pieces}", f"-DPB32={piece_bits}",
-                                f"-DNMODR={num_moduli}"))
-    return mod.get_function(f"crt_residues32_{planes}" + ("_tab" if tables else ""))
+    def build():
+        return cp.RawModule(code=_source(_residue32_source(num_moduli, weighted, piece_bits)),
+                            options=(f"-DNP={pieces}", f"-DPB32={piece_bits}",
+                                     f"-DNMODR={num_moduli}"))
+
+    return _function(("res32", pieces, piece_bits, num_moduli, bool(weighted)),
+                     f"crt_residues32_{planes}" + ("_tab" if tables else ""), build)
+
 
 class GatheredMatrix:
     """A ``(k, n)`` complex128 matrix on the GPU read through offset tables, no copy:
@@ -1109,14 +1131,15 @@ def analyse_launch(x, moments: bool = True):
     ``[count, sum nnz (f + ALLOW - a), sum of exponents, NaN/Inf flag]``, the counters that
     :func:`settle` brings to the host. ``x`` may be a :class:`GatheredMatrix`."""
     rows, k = x.shape
-    f = cp.zeros(rows, dtype=cp.int32)
+    tile = 0 < k <= _TILE_K
+    f = (cp.empty if tile else cp.zeros)(rows, dtype=cp.int32)  # the tile kernel writes all
     acc = cp.zeros(4, dtype=cp.uint64)
     if rows and k:
         sr, sc, roff, koff = _geometry(x)
         geo = (_data(x), np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), roff, koff)
         rowfast = abs(sr) <= abs(sc)
         with _cuda._stage("analyse"):
-            if k <= _TILE_K:  # one kernel, X read once (its values held in registers)
+            if tile:  # one kernel, X read once (its values held in registers)
                 tpr = next(t for t in (8, 16, 32, 64, 128) if k <= _TILE_VALUES * t)
                 name = f"crt_analyse_tile_{tpr}" + ("_tab" if isinstance(x, GatheredMatrix)
                                                     else "")
@@ -1463,11 +1486,14 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
     for j0 in range(0, n, nb):
         nbj = min(n, j0 + nb) - j0
         nbpj = _pad4(nbj)
-        bres = b_res.ravel()[: N * pb * nbpj * kpad].reshape(N, pb, nbpj, kpad)
+        bres = b_res if nbpj == nbp else \
+            b_res.ravel()[: N * pb * nbpj * kpad].reshape(N, pb, nbpj, kpad)
+        # one block (the state-vector gates): no slices (~70 us of host time while the GPU waits)
+        bj, fj, oj = (b, b_exponents, out) if nbj == n else (
+            b[:, j0 : j0 + nbj], b_exponents[j0 : j0 + nbj], out[:, j0 : j0 + nbj])
         with _cuda._stage("residues_b"):
-            residues_gpu(b[:, j0 : j0 + nbj].T, b_exponents[j0 : j0 + nbj], gb, N,
-                         weighted=False, kpad=kpad, rows_alloc=nbpj, rounding=plan.rounding,
-                         out=bres, planes=pb)
+            residues_gpu(bj.T, fj, gb, N, weighted=False, kpad=kpad, rows_alloc=nbpj,
+                         rounding=plan.rounding, out=bres, planes=pb)
         if a_res is None:  # after B's first residues: the GPU runs them while the host sets up
             a_res = prepared_residues(prep, ga, N, kpad, plan.rounding, planes=pa)
             planes = None if fused else cp.empty((3, mp, nbp), dtype=cp.int32)
@@ -1481,9 +1507,10 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
                           "fused": fused, "form": form, "a_residue_bytes": int(a_res.nbytes),
                           "workspace_bytes": int(b_res.nbytes + u.nbytes + (
                               0 if planes is None else planes.nbytes))}
-            handle = cp.cuda.device.get_cublas_handle()
-            _cuda.cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
-            _cuda.cublas.setPointerMode(handle, _cuda._POINTER_MODE_HOST)
+            if not fused:
+                handle = cp.cuda.device.get_cublas_handle()
+                _cuda.cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+                _cuda.cublas.setPointerMode(handle, _cuda._POINTER_MODE_HOST)
             finish_k = _kernel("crt_finish", num_moduli=N)
         ld = _pad16(nbj) if fused else nbpj
         uj = u.ravel()[: N * 2 * m * ld].reshape(N, 2, m, ld)
@@ -1492,8 +1519,7 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
                 _crt_wgmma.gemm_mod(a_res, bres, modulus_table(N), uj, m, ld)
         else:
             _products_cublas(handle, a_res, bres, planes, uj, const.moduli, m, kpad)
-        _finish(finish_k, uj, m, nbj, ld, cst, prep, b_exponents[j0 : j0 + nbj], ga + gb,
-                out[:, j0 : j0 + nbj], so_r, so_c)
+        _finish(finish_k, uj, m, nbj, ld, cst, prep, fj, ga + gb, oj, so_r, so_c)
     return out
 
 

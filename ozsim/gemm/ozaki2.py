@@ -250,6 +250,12 @@ def crt_constants(num_moduli: int) -> CRTConstants:
     )
 
 
+@functools.cache
+def _kept_bits_table() -> tuple[tuple[int, int], ...]:
+    """``((N, gamma(N)), ...)`` for ``N = MIN_MODULI .. MAX_MODULI``."""
+    return tuple((n, kept_bits(n)) for n in range(MIN_MODULI, MAX_MODULI + 1))
+
+
 def kept_bits(num_moduli: int) -> int:
     """``gamma(N)``: the bits ``gA + gB`` that ``N`` moduli allow (``2**(gamma + 1) < P``)."""
     return crt_constants(num_moduli).gamma
@@ -411,8 +417,7 @@ def choose_plan(mom_a, mom_b, threshold: float) -> CRTPlan | None:
     ga, gb = bits_needed(mom_a, threshold, limit), bits_needed(mom_b, threshold, limit)
     if ga is None or gb is None:
         return None
-    for n in range(MIN_MODULI, MAX_MODULI + 1):
-        g = kept_bits(n)
+    for n, g in _kept_bits_table():  # once per state-vector gate, on the GPU's critical path
         if g >= ga + gb:
             surplus = g - ga - gb
             ga2 = ga + surplus - surplus // 2
