@@ -272,15 +272,18 @@ extern "C" __global__ void crt_fin(
 }
 
 // The whole analysis in one kernel where k <= 8 TPR (the state-vector gates up to 10 qubits):
-// a block of 512 threads takes RPB = 512 / TPR rows with all of k (TPR = 8 .. 128 threads per
-// row, the fewest that hold k at 8 values per thread), each thread keeps its values in registers,
+// a block of 256 threads takes RPB = 256 / TPR rows with all of k (TPR = 8 .. 128 threads per
+// row, the fewest that hold k at 8 values per thread; 4 blocks per multiprocessor), each thread keeps its values in registers,
 // so X is read once instead of twice, and crt_fin's launch and the per-row atomics go. Thread
 // t: rowfast (rows adjacent in memory) row t %% RPB, k = t / RPB + TPR j; else row t / TPR,
 // k = t %% TPR + TPR j (contiguous along k). The same integers as crt_scan + crt_sumsq +
 // crt_fin: max, counts and sums of integers below 2**53, so the order of the reductions does
 // not matter.
-#define AT_THREADS 512
+#ifndef AT_THREADS  // (the probes try others; _TILE_THREADS and _TILE_VALUES must match)
+#define AT_THREADS 256
 #define AT_VPT 8
+#define AT_MINB 4
+#endif
 template <int TPR>
 __device__ __forceinline__ int at_slot(int rowfast, int rl, int kt)
 {
@@ -395,7 +398,7 @@ __device__ __forceinline__ void crt_analyse_tile_body(
     }
 }
 #define AT_KERNEL(TAB, TPR, NAME)                                                             \
-    extern "C" __global__ void __launch_bounds__(AT_THREADS, 2) NAME(                        \
+    extern "C" __global__ void __launch_bounds__(AT_THREADS, AT_MINB) NAME(                  \
         const double2* __restrict__ x, long long rows, long long k, long long sr,           \
         long long sc, const long long* __restrict__ roff, const long long* __restrict__ koff, \
         int rowfast, int* __restrict__ f, unsigned long long* __restrict__ acc, int mom)    \
@@ -902,8 +905,10 @@ def pieces32(bits: int) -> tuple[int, int] | None:
 _INT_MIN = -(2**31)
 #: ``crt_analyse_tile``'s geometry (``AT_THREADS``, ``AT_VPT`` of :data:`_SOURCE`): threads per
 #: block, values per thread, and the largest k it takes (threads per row 8, 16, ... 128: the
-#: fewest that hold k).
-_TILE_THREADS, _TILE_VALUES = 512, 8
+#: fewest that hold k). H100, B of N = 26 gates, d = 8 / 9 / 10 (RESULTS.md 3.7): 256 threads,
+#: 4 blocks per multiprocessor, 0.48-0.54 ms; 512 threads (2 blocks) 0.48-0.57; 4 values per
+#: thread (512 x 3, 256 x 6, 1024 x 1) no better; the segmented passes 0.85-1.60.
+_TILE_THREADS, _TILE_VALUES = 256, 8
 _TILE_K = 128 * _TILE_VALUES
 
 
