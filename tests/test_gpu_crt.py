@@ -60,9 +60,9 @@ def test_analysis_matches_cpu(m, k, n):
 
 
 @pytest.mark.parametrize("rows, k", [(5, 1), (70, 64), (9, 128), (33, 256), (17, 300),
-                                     (4, 1000), (130, 1024)])
+                                     (4, 1000), (130, 1024), (3, 2000), (5, 4096)])
 def test_analysis_tile_equals_segments(rows, k, monkeypatch):
-    """The one-pass analysis (``crt_analyse_tile``, k <= 1024; 8 .. 128 threads per row)
+    """The one-pass analysis (``crt_analyse_tile``, k <= 4096; 8 .. 512 threads per row)
     gives the CPU's norm exponents and moments, and the segmented passes' counters, on rows
     contiguous along k and on strided columns (rows adjacent in memory), with a zero row, a row
     below 2**-1010 and rows not a multiple of the block's; NaN and Inf still raise."""
@@ -434,7 +434,8 @@ def _gathered(seed, n, d):
     return b, cp.ascontiguousarray(view).reshape(1 << d, -1)
 
 
-@pytest.mark.parametrize("n, d, seed", [(12, 6, 1), (14, 8, 2), (13, 7, 3), (16, 10, 4)])
+@pytest.mark.parametrize("n, d, seed", [(12, 6, 1), (14, 8, 2), (13, 7, 3), (16, 10, 4),
+                                        (14, 12, 5)])
 def test_gathered_matrix_equals_permuted_copy(n, d, seed, monkeypatch):
     """The offsets address the permuted state: materialised, sliced and transposed it equals
     the copy; the analysis and both residue kernels (FP32: 58 bits, FP64: 100 bits) give the

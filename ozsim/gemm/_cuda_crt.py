@@ -10,7 +10,7 @@ only used through ``rint``, which the margin of ``|C'| < (P / 2)(1 - 2**-40)`` m
 ============  ===================================================================================
 stage         what runs
 ============  ===================================================================================
-analyse       ``k <= 1024`` (the gates of state-vector runs): ``crt_analyse_tile``, one kernel
+analyse       ``k <= 4096`` (the gates of state-vector runs): ``crt_analyse_tile``, one kernel
               that reads X once, a block taking whole rows with their values in registers.
               Else two passes with k split in segments across the GPU (atomics combine
               integers, so the order is irrelevant): ``crt_scan`` (ozIMMU exponent ``e`` per
@@ -271,35 +271,32 @@ extern "C" __global__ void crt_fin(
     }
 }
 
-// The whole analysis in one kernel where k <= 8 TPR (the state-vector gates up to 10 qubits):
-// a block of 256 threads takes RPB = 256 / TPR rows with all of k (TPR = 8 .. 128 threads per
-// row, the fewest that hold k at 8 values per thread; 4 blocks per multiprocessor), each thread keeps its values in registers,
-// so X is read once instead of twice, and crt_fin's launch and the per-row atomics go. Thread
-// t: rowfast (rows adjacent in memory) row t %% RPB, k = t / RPB + TPR j; else row t / TPR,
-// k = t %% TPR + TPR j (contiguous along k). The same integers as crt_scan + crt_sumsq +
-// crt_fin: max, counts and sums of integers below 2**53, so the order of the reductions does
-// not matter.
-#ifndef AT_THREADS  // (the probes try others; _TILE_THREADS and _TILE_VALUES must match)
-#define AT_THREADS 256
+// The whole analysis in one kernel where k <= 8 TPR (the state-vector gates up to 12 qubits):
+// a block of THREADS takes RPB = THREADS / TPR rows with all of k (TPR = 8 .. 512 threads per
+// row, the fewest that hold k at AT_VPT = 8 values per thread; 256 threads in 4 blocks per
+// multiprocessor up to TPR = 128, then 2 rows a block), each thread keeping its values in
+// registers, so that X is read once instead of twice and crt_fin's launch and the per-row
+// atomics go. Thread t: rowfast (rows adjacent in memory) row t %% RPB, k = t / RPB + TPR j;
+// else row t / TPR, k = t %% TPR + TPR j (contiguous along k). The same integers as crt_scan +
+// crt_sumsq + crt_fin: max, counts and sums of integers below 2**53, so the order of the
+// reductions does not matter.
 #define AT_VPT 8
-#define AT_MINB 4
-#endif
-template <int TPR>
+template <int TPR, int THREADS>
 __device__ __forceinline__ int at_slot(int rowfast, int rl, int kt)
 {
-    return rowfast ? kt * (AT_THREADS / TPR) + rl : rl * TPR + kt;
+    return rowfast ? kt * (THREADS / TPR) + rl : rl * TPR + kt;
 }
 
-template <bool TAB, int TPR>
+template <bool TAB, int TPR, int THREADS>
 __device__ __forceinline__ void crt_analyse_tile_body(
     const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
     const long long* __restrict__ roff, const long long* __restrict__ koff, int rowfast,
     int* __restrict__ f, unsigned long long* __restrict__ acc, int mom)
 {
-    constexpr int RPB = AT_THREADS / TPR;
-    __shared__ int s_e[AT_THREADS], s_n[AT_THREADS];
-    __shared__ double s_s[AT_THREADS];
-    __shared__ long long s_v[AT_THREADS / 32], s_mc[RPB], s_mt[RPB];
+    constexpr int RPB = THREADS / TPR;
+    __shared__ int s_e[THREADS], s_n[THREADS];
+    __shared__ double s_s[THREADS];
+    __shared__ long long s_v[THREADS / 32], s_mc[RPB], s_mt[RPB];
     __shared__ int s_row[RPB], s_cnt[RPB];
     const int t = threadIdx.x, lane = t & 31, w = t >> 5;
     const int rl = rowfast ? t %% RPB : t / TPR;
@@ -330,11 +327,11 @@ __device__ __forceinline__ void crt_analyse_tile_body(
     for (int o = 16; o > 0; o >>= 1) sev += __shfl_xor_sync(0xffffffffu, sev, o);
     if (lane == 0) s_v[w] = sev;
     const int anybad = __syncthreads_or(bad);
-    for (int row = w; row < RPB; row += AT_THREADS / 32) {  // warp w combines row w (+16...)
+    for (int row = w; row < RPB; row += THREADS / 32) {  // warp w combines row w (+16...)
         int e = EMIN_, c = 0;
         for (int i = lane; i < TPR; i += 32) {
-            e = max(e, s_e[at_slot<TPR>(rowfast, row, i)]);
-            c += s_n[at_slot<TPR>(rowfast, row, i)];
+            e = max(e, s_e[at_slot<TPR, THREADS>(rowfast, row, i)]);
+            c += s_n[at_slot<TPR, THREADS>(rowfast, row, i)];
         }
         for (int o = 16; o > 0; o >>= 1) {
             e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
@@ -360,9 +357,9 @@ __device__ __forceinline__ void crt_analyse_tile_body(
     }
     s_s[t] = s;
     __syncthreads();
-    for (int row = w; row < RPB; row += AT_THREADS / 32) {  // crt_fin of the row
+    for (int row = w; row < RPB; row += THREADS / 32) {  // crt_fin of the row
         double tot = 0.0;
-        for (int i = lane; i < TPR; i += 32) tot += s_s[at_slot<TPR>(rowfast, row, i)];
+        for (int i = lane; i < TPR; i += 32) tot += s_s[at_slot<TPR, THREADS>(rowfast, row, i)];
         for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
         const long long rr = (long long)blockIdx.x * RPB + row;
         long long mc = 0, mt = 0;
@@ -387,7 +384,7 @@ __device__ __forceinline__ void crt_analyse_tile_body(
     __syncthreads();
     if (t == 0) {
         long long tv = 0, c = 0, tt = 0;
-        for (int q = 0; q < AT_THREADS / 32; ++q) tv += s_v[q];
+        for (int q = 0; q < THREADS / 32; ++q) tv += s_v[q];
         for (int q = 0; q < RPB; ++q) { c += s_mc[q]; tt += s_mt[q]; }
         if (tv) atomicAdd(&acc[2], (unsigned long long)tv);
         if (mom && c) {
@@ -397,25 +394,30 @@ __device__ __forceinline__ void crt_analyse_tile_body(
         if (anybad) acc[3] = 1ull;
     }
 }
-#define AT_KERNEL(TAB, TPR, NAME)                                                             \
-    extern "C" __global__ void __launch_bounds__(AT_THREADS, AT_MINB) NAME(                  \
+#define AT_KERNEL(TAB, TPR, THREADS, MINB, NAME)                                              \
+    extern "C" __global__ void __launch_bounds__(THREADS, MINB) NAME(                        \
         const double2* __restrict__ x, long long rows, long long k, long long sr,           \
         long long sc, const long long* __restrict__ roff, const long long* __restrict__ koff, \
         int rowfast, int* __restrict__ f, unsigned long long* __restrict__ acc, int mom)    \
     {                                                                                        \
-        crt_analyse_tile_body<TAB, TPR>(x, rows, k, sr, sc, roff, koff, rowfast, f, acc, mom); \
+        crt_analyse_tile_body<TAB, TPR, THREADS>(x, rows, k, sr, sc, roff, koff, rowfast, f, \
+                                                 acc, mom);                                  \
     }
 #ifdef CRT_TILE  // instantiated in one module of their own (_kernel), not in every variant
-AT_KERNEL(false, 8, crt_analyse_tile_8)
-AT_KERNEL(false, 16, crt_analyse_tile_16)
-AT_KERNEL(false, 32, crt_analyse_tile_32)
-AT_KERNEL(false, 64, crt_analyse_tile_64)
-AT_KERNEL(false, 128, crt_analyse_tile_128)
-AT_KERNEL(true, 8, crt_analyse_tile_8_tab)  // X through offset tables
-AT_KERNEL(true, 16, crt_analyse_tile_16_tab)
-AT_KERNEL(true, 32, crt_analyse_tile_32_tab)
-AT_KERNEL(true, 64, crt_analyse_tile_64_tab)
-AT_KERNEL(true, 128, crt_analyse_tile_128_tab)
+AT_KERNEL(false, 8, 256, 4, crt_analyse_tile_8)
+AT_KERNEL(false, 16, 256, 4, crt_analyse_tile_16)
+AT_KERNEL(false, 32, 256, 4, crt_analyse_tile_32)
+AT_KERNEL(false, 64, 256, 4, crt_analyse_tile_64)
+AT_KERNEL(false, 128, 256, 4, crt_analyse_tile_128)
+AT_KERNEL(false, 256, 512, 2, crt_analyse_tile_256)
+AT_KERNEL(false, 512, 1024, 1, crt_analyse_tile_512)
+AT_KERNEL(true, 8, 256, 4, crt_analyse_tile_8_tab)  // X through offset tables
+AT_KERNEL(true, 16, 256, 4, crt_analyse_tile_16_tab)
+AT_KERNEL(true, 32, 256, 4, crt_analyse_tile_32_tab)
+AT_KERNEL(true, 64, 256, 4, crt_analyse_tile_64_tab)
+AT_KERNEL(true, 128, 256, 4, crt_analyse_tile_128_tab)
+AT_KERNEL(true, 256, 512, 2, crt_analyse_tile_256_tab)
+AT_KERNEL(true, 512, 1024, 1, crt_analyse_tile_512_tab)
 #endif
 
 // Grid-stride item idx of the residue kernels -> row r and 4-k chunk q: qb == 0: adjacent
@@ -903,13 +905,15 @@ def pieces32(bits: int) -> tuple[int, int] | None:
 
 
 _INT_MIN = -(2**31)
-#: ``crt_analyse_tile``'s geometry (``AT_THREADS``, ``AT_VPT`` of :data:`_SOURCE`): threads per
-#: block, values per thread, and the largest k it takes (threads per row 8, 16, ... 128: the
-#: fewest that hold k). H100, B of N = 26 gates, d = 8 / 9 / 10 (RESULTS.md 3.7): 256 threads,
-#: 4 blocks per multiprocessor, 0.48-0.54 ms; 512 threads (2 blocks) 0.48-0.57; 4 values per
-#: thread (512 x 3, 256 x 6, 1024 x 1) no better; the segmented passes 0.85-1.60.
+#: ``crt_analyse_tile``'s geometry (``AT_KERNEL`` instances of :data:`_SOURCE`): threads per
+#: block (or two rows' threads, above 128 a row), ``AT_VPT`` values per thread, the threads per
+#: row (the fewest that hold k) and the largest k. H100, B of N = 26 gates, d = 8 / 9 / 10
+#: (RESULTS.md 3.7): 256 threads, 4 blocks per multiprocessor, 0.48-0.54 ms; 512 threads (2
+#: blocks) 0.48-0.57; 4 values per thread (512 x 3, 256 x 6, 1024 x 1) no better; the segmented
+#: passes 0.85-1.60.
 _TILE_THREADS, _TILE_VALUES = 256, 8
-_TILE_K = 128 * _TILE_VALUES
+_TILE_ROW_THREADS = (8, 16, 32, 64, 128, 256, 512)
+_TILE_K = _TILE_ROW_THREADS[-1] * _TILE_VALUES
 
 
 #: ``crt_finish``'s pass structure per digit count (the rest: both parts in one pass), as
@@ -1108,7 +1112,7 @@ def analyse(x, moments: bool = True):
 
     Pass 1 finds each row's ozIMMU exponent ``e``, its count of nonzero scalars and the sum of
     their exponents; pass 2 the exact integer ``S`` of the norm bound; then ``f`` and the
-    moments. For ``k <= 1024`` one kernel (``crt_analyse_tile``) does all three, each block
+    moments. For ``k <= 4096`` one kernel (``crt_analyse_tile``) does all three, each block
     holding whole rows in registers (X read once); above, ``crt_scan`` and ``crt_sumsq`` split
     k into segments, so that B's columns (``b.T``, rows adjacent in memory) are read by the
     whole GPU, not one thread per column, and ``crt_fin`` forms ``f``. The same integers either
@@ -1145,10 +1149,11 @@ def analyse_launch(x, moments: bool = True):
         rowfast = abs(sr) <= abs(sc)
         with _cuda._stage("analyse"):
             if tile:  # one kernel, X read once (its values held in registers)
-                tpr = next(t for t in (8, 16, 32, 64, 128) if k <= _TILE_VALUES * t)
+                tpr = next(t for t in _TILE_ROW_THREADS if k <= _TILE_VALUES * t)
+                threads = max(_TILE_THREADS, 2 * tpr)
                 name = f"crt_analyse_tile_{tpr}" + ("_tab" if isinstance(x, GatheredMatrix)
                                                     else "")
-                _kernel(name)((-(-rows // (_TILE_THREADS // tpr)),), (_TILE_THREADS,),
+                _kernel(name)((-(-rows // (threads // tpr)),), (threads,),
                               geo + (np.int32(rowfast), f, acc, np.int32(moments)))
             else:  # two passes with k split in segments, then crt_fin
                 tiles = -(-rows // (32 if rowfast else 8))
