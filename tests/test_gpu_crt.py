@@ -60,9 +60,9 @@ def test_analysis_matches_cpu(m, k, n):
 
 
 @pytest.mark.parametrize("rows, k", [(5, 1), (70, 64), (9, 128), (33, 256), (17, 300),
-                                     (4, 1000), (130, 1024), (3, 2000), (5, 4096)])
+                                     (4, 1000), (130, 1024), (3, 2000), (5, 4096), (3, 8192)])
 def test_analysis_tile_equals_segments(rows, k, monkeypatch):
-    """The one-pass analysis (``crt_analyse_tile``, k <= 4096; 8 .. 512 threads per row)
+    """The one-pass analysis (``crt_analyse_tile``, k <= 8192; 8 .. 1024 threads per row)
     gives the CPU's norm exponents and moments, and the segmented passes' counters, on rows
     contiguous along k and on strided columns (rows adjacent in memory), with a zero row, a row
     below 2**-1010 and rows not a multiple of the block's; NaN and Inf still raise."""

@@ -10,9 +10,8 @@ only used through ``rint``, which the margin of ``|C'| < (P / 2)(1 - 2**-40)`` m
 ============  ===================================================================================
 stage         what runs
 ============  ===================================================================================
-analyse       ``k <= 4096`` (the gates of state-vector runs): ``crt_analyse_tile``, one kernel
-              that reads X once, a block taking whole rows with their values in registers.
-              Else two passes with k split in segments across the GPU (atomics combine
+analyse       ``k <= 8192``: ``crt_analyse_tile``, one kernel that reads X once, a block
+              taking whole rows with their values in registers. Else two passes with k split in segments across the GPU (atomics combine
               integers, so the order is irrelevant): ``crt_scan`` (ozIMMU exponent ``e`` per
               row, nonzero count, sum of the scalars' exponents, NaN/Inf flag), ``crt_sumsq``
               (the exact integer sum of rounded-up squares), ``crt_fin`` (norm exponents ``f``
@@ -271,10 +270,10 @@ extern "C" __global__ void crt_fin(
     }
 }
 
-// The whole analysis in one kernel where k <= 8 TPR (the state-vector gates up to 12 qubits):
-// a block of THREADS takes RPB = THREADS / TPR rows with all of k (TPR = 8 .. 512 threads per
-// row, the fewest that hold k at AT_VPT = 8 values per thread; 256 threads in 4 blocks per
-// multiprocessor up to TPR = 128, then 2 rows a block), each thread keeping its values in
+// The whole analysis in one kernel where k <= 8 TPR (the state-vector gates up to 13 qubits,
+// squares up to 8192): a block of THREADS takes RPB = THREADS / TPR rows with all of k (TPR =
+// 8 .. 1024 threads per row, the fewest that hold k at AT_VPT = 8 values per thread; 256
+// threads in 4 blocks per multiprocessor up to TPR = 128, then 2 rows a block, 1 at 1024), each thread keeping its values in
 // registers, so that X is read once instead of twice and crt_fin's launch and the per-row
 // atomics go. Thread t: rowfast (rows adjacent in memory) row t %% RPB, k = t / RPB + TPR j;
 // else row t / TPR, k = t %% TPR + TPR j (contiguous along k). The same integers as crt_scan +
@@ -411,6 +410,7 @@ AT_KERNEL(false, 64, 256, 4, crt_analyse_tile_64)
 AT_KERNEL(false, 128, 256, 4, crt_analyse_tile_128)
 AT_KERNEL(false, 256, 512, 2, crt_analyse_tile_256)
 AT_KERNEL(false, 512, 1024, 1, crt_analyse_tile_512)
+AT_KERNEL(false, 1024, 1024, 1, crt_analyse_tile_1024)
 AT_KERNEL(true, 8, 256, 4, crt_analyse_tile_8_tab)  // X through offset tables
 AT_KERNEL(true, 16, 256, 4, crt_analyse_tile_16_tab)
 AT_KERNEL(true, 32, 256, 4, crt_analyse_tile_32_tab)
@@ -418,6 +418,7 @@ AT_KERNEL(true, 64, 256, 4, crt_analyse_tile_64_tab)
 AT_KERNEL(true, 128, 256, 4, crt_analyse_tile_128_tab)
 AT_KERNEL(true, 256, 512, 2, crt_analyse_tile_256_tab)
 AT_KERNEL(true, 512, 1024, 1, crt_analyse_tile_512_tab)
+AT_KERNEL(true, 1024, 1024, 1, crt_analyse_tile_1024_tab)
 #endif
 
 // Grid-stride item idx of the residue kernels -> row r and 4-k chunk q: qb == 0: adjacent
@@ -906,13 +907,14 @@ def pieces32(bits: int) -> tuple[int, int] | None:
 
 _INT_MIN = -(2**31)
 #: ``crt_analyse_tile``'s geometry (``AT_KERNEL`` instances of :data:`_SOURCE`): threads per
-#: block (or two rows' threads, above 128 a row), ``AT_VPT`` values per thread, the threads per
-#: row (the fewest that hold k) and the largest k. H100, B of N = 26 gates, d = 8 / 9 / 10
-#: (RESULTS.md 3.7): 256 threads, 4 blocks per multiprocessor, 0.48-0.54 ms; 512 threads (2
-#: blocks) 0.48-0.57; 4 values per thread (512 x 3, 256 x 6, 1024 x 1) no better; the segmented
-#: passes 0.85-1.60.
+#: block (or two rows' threads above 128 a row, one row's at 1024), ``AT_VPT`` values per
+#: thread, the threads per row (the fewest that hold k) and the largest k. H100 (RESULTS.md
+#: 3.7), B of N = 26 gates, d = 8 / 9 / 10: 256 threads, 4 blocks per multiprocessor,
+#: 0.48-0.54 ms; 512 threads (2 blocks) 0.48-0.57; 4 values per thread (512 x 3, 256 x 6,
+#: 1024 x 1) no better; the segmented passes 0.85-1.60. Square 8192: A 0.79 -> 0.52 ms, B's
+#: columns (one a block, half-used sectors) 0.78 -> 0.72.
 _TILE_THREADS, _TILE_VALUES = 256, 8
-_TILE_ROW_THREADS = (8, 16, 32, 64, 128, 256, 512)
+_TILE_ROW_THREADS = (8, 16, 32, 64, 128, 256, 512, 1024)
 _TILE_K = _TILE_ROW_THREADS[-1] * _TILE_VALUES
 
 
@@ -1112,7 +1114,7 @@ def analyse(x, moments: bool = True):
 
     Pass 1 finds each row's ozIMMU exponent ``e``, its count of nonzero scalars and the sum of
     their exponents; pass 2 the exact integer ``S`` of the norm bound; then ``f`` and the
-    moments. For ``k <= 4096`` one kernel (``crt_analyse_tile``) does all three, each block
+    moments. For ``k <= 8192`` one kernel (``crt_analyse_tile``) does all three, each block
     holding whole rows in registers (X read once); above, ``crt_scan`` and ``crt_sumsq`` split
     k into segments, so that B's columns (``b.T``, rows adjacent in memory) are read by the
     whole GPU, not one thread per column, and ``crt_fin`` forms ``f``. The same integers either
@@ -1150,7 +1152,7 @@ def analyse_launch(x, moments: bool = True):
         with _cuda._stage("analyse"):
             if tile:  # one kernel, X read once (its values held in registers)
                 tpr = next(t for t in _TILE_ROW_THREADS if k <= _TILE_VALUES * t)
-                threads = max(_TILE_THREADS, 2 * tpr)
+                threads = min(1024, max(_TILE_THREADS, 2 * tpr))
                 name = f"crt_analyse_tile_{tpr}" + ("_tab" if isinstance(x, GatheredMatrix)
                                                     else "")
                 _kernel(name)((-(-rows // (threads // tpr)),), (threads,),
