@@ -10,12 +10,14 @@ only used through ``rint``, which the margin of ``|C'| < (P / 2)(1 - 2**-40)`` m
 ============  ===================================================================================
 stage         what runs
 ============  ===================================================================================
-analyse       ``k <= 8192``: ``crt_analyse_tile``, one kernel that reads X once, a block
-              taking whole rows with their values in registers. Else two passes with k split in segments across the GPU (atomics combine
-              integers, so the order is irrelevant): ``crt_scan`` (ozIMMU exponent ``e`` per
-              row, nonzero count, sum of the scalars' exponents, NaN/Inf flag), ``crt_sumsq``
-              (the exact integer sum of rounded-up squares), ``crt_fin`` (norm exponents ``f``
-              and the loss moments ``[count, sum_j]`` of ``int8-crt-auto``).
+analyse       the ozIMMU exponent ``e`` per row, its nonzero count, the sum of the scalars'
+              exponents and a NaN/Inf flag (pass 1), the exact integer sum of rounded-up
+              squares (pass 2, which needs ``e``), then the norm exponents ``f`` and the loss
+              moments ``[count, sum_j]`` of ``int8-crt-auto``. For ``k <= 8192``
+              ``crt_analyse_tile``: one kernel, X read once, a block taking whole rows with
+              their values in registers. Above, ``crt_scan`` and ``crt_sumsq`` with k split in
+              segments across the GPU (atomics combine integers, so the order is irrelevant),
+              then ``crt_fin``.
 residues      ``crt_residues32`` (plans keeping <= 70 bits; ``crt_residues`` above, in FP64):
               reads each complex value once, scales it to its integer (``rint`` or ``trunc`` of
               ``ldexp(x, g - f)``), splits that exactly into 1..5 balanced pieces ``h_i`` of
@@ -273,12 +275,12 @@ extern "C" __global__ void crt_fin(
 // The whole analysis in one kernel where k <= 8 TPR (the state-vector gates up to 13 qubits,
 // squares up to 8192): a block of THREADS takes RPB = THREADS / TPR rows with all of k (TPR =
 // 8 .. 1024 threads per row, the fewest that hold k at AT_VPT = 8 values per thread; 256
-// threads in 4 blocks per multiprocessor up to TPR = 128, then 2 rows a block, 1 at 1024), each thread keeping its values in
-// registers, so that X is read once instead of twice and crt_fin's launch and the per-row
-// atomics go. Thread t: rowfast (rows adjacent in memory) row t %% RPB, k = t / RPB + TPR j;
-// else row t / TPR, k = t %% TPR + TPR j (contiguous along k). The same integers as crt_scan +
-// crt_sumsq + crt_fin: max, counts and sums of integers below 2**53, so the order of the
-// reductions does not matter.
+// threads in 4 blocks per multiprocessor up to TPR = 128, then 2 rows a block, 1 at 1024),
+// each thread keeping its values in registers, so that X is read once instead of twice and
+// crt_fin's launch and the per-row atomics go. Thread t: rowfast (rows adjacent in memory)
+// row t %% RPB, k = t / RPB + TPR j; else row t / TPR, k = t %% TPR + TPR j (contiguous along
+// k). The same integers as crt_scan + crt_sumsq + crt_fin: max, counts and sums of integers
+// below 2**53, so the order of the reductions does not matter.
 #define AT_VPT 8
 template <int TPR, int THREADS>
 __device__ __forceinline__ int at_slot(int rowfast, int rl, int kt)
@@ -326,7 +328,7 @@ __device__ __forceinline__ void crt_analyse_tile_body(
     for (int o = 16; o > 0; o >>= 1) sev += __shfl_xor_sync(0xffffffffu, sev, o);
     if (lane == 0) s_v[w] = sev;
     const int anybad = __syncthreads_or(bad);
-    for (int row = w; row < RPB; row += THREADS / 32) {  // warp w combines row w (+16...)
+    for (int row = w; row < RPB; row += THREADS / 32) {  // warp w: rows w, w + THREADS / 32..
         int e = EMIN_, c = 0;
         for (int i = lane; i < TPR; i += 32) {
             e = max(e, s_e[at_slot<TPR, THREADS>(rowfast, row, i)]);
@@ -1152,7 +1154,7 @@ def analyse_launch(x, moments: bool = True):
         with _cuda._stage("analyse"):
             if tile:  # one kernel, X read once (its values held in registers)
                 tpr = next(t for t in _TILE_ROW_THREADS if k <= _TILE_VALUES * t)
-                threads = min(1024, max(_TILE_THREADS, 2 * tpr))
+                threads = _TILE_THREADS if tpr <= _TILE_THREADS // 2 else min(1024, 2 * tpr)
                 name = f"crt_analyse_tile_{tpr}" + ("_tab" if isinstance(x, GatheredMatrix)
                                                     else "")
                 _kernel(name)((-(-rows // (threads // tpr)),), (threads,),
