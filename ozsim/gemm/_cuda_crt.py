@@ -404,24 +404,7 @@ __device__ __forceinline__ void crt_analyse_tile_body(
         crt_analyse_tile_body<TAB, TPR, THREADS>(x, rows, k, sr, sc, roff, koff, rowfast, f, \
                                                  acc, mom);                                  \
     }
-#ifdef CRT_TILE  // instantiated in one module of their own (_kernel), not in every variant
-AT_KERNEL(false, 8, 256, 4, crt_analyse_tile_8)
-AT_KERNEL(false, 16, 256, 4, crt_analyse_tile_16)
-AT_KERNEL(false, 32, 256, 4, crt_analyse_tile_32)
-AT_KERNEL(false, 64, 256, 4, crt_analyse_tile_64)
-AT_KERNEL(false, 128, 256, 4, crt_analyse_tile_128)
-AT_KERNEL(false, 256, 512, 2, crt_analyse_tile_256)
-AT_KERNEL(false, 512, 1024, 1, crt_analyse_tile_512)
-AT_KERNEL(false, 1024, 1024, 1, crt_analyse_tile_1024)
-AT_KERNEL(true, 8, 256, 4, crt_analyse_tile_8_tab)  // X through offset tables
-AT_KERNEL(true, 16, 256, 4, crt_analyse_tile_16_tab)
-AT_KERNEL(true, 32, 256, 4, crt_analyse_tile_32_tab)
-AT_KERNEL(true, 64, 256, 4, crt_analyse_tile_64_tab)
-AT_KERNEL(true, 128, 256, 4, crt_analyse_tile_128_tab)
-AT_KERNEL(true, 256, 512, 2, crt_analyse_tile_256_tab)
-AT_KERNEL(true, 512, 1024, 1, crt_analyse_tile_512_tab)
-AT_KERNEL(true, 1024, 1024, 1, crt_analyse_tile_1024_tab)
-#endif
+// (instances: _tile_source, one module of their own, not in every variant of this source)
 
 // Grid-stride item idx of the residue kernels -> row r and 4-k chunk q: qb == 0: adjacent
 // threads take adjacent chunks of a row (rows contiguous along k); qb > 0 (rows adjacent in
@@ -908,9 +891,9 @@ def pieces32(bits: int) -> tuple[int, int] | None:
 
 
 _INT_MIN = -(2**31)
-#: ``crt_analyse_tile``'s geometry (``AT_KERNEL`` instances of :data:`_SOURCE`): threads per
-#: block (or two rows' threads above 128 a row, one row's at 1024), ``AT_VPT`` values per
-#: thread, the threads per row (the fewest that hold k) and the largest k. H100 (RESULTS.md
+#: ``crt_analyse_tile``'s geometry (:func:`_tile_threads`, :func:`_tile_source`): threads per
+#: block below 128 threads a row, ``AT_VPT`` values per thread, the threads per row (the fewest
+#: that hold k are used) and the largest k. H100 (RESULTS.md
 #: 3.7), B of N = 26 gates, d = 8 / 9 / 10: 256 threads, 4 blocks per multiprocessor,
 #: 0.48-0.54 ms; 512 threads (2 blocks) 0.48-0.57; 4 values per thread (512 x 3, 256 x 6,
 #: 1024 x 1) no better; the segmented passes 0.85-1.60. Square 8192: A 0.79 -> 0.52 ms, B's
@@ -918,6 +901,24 @@ _INT_MIN = -(2**31)
 _TILE_THREADS, _TILE_VALUES = 256, 8
 _TILE_ROW_THREADS = (8, 16, 32, 64, 128, 256, 512, 1024)
 _TILE_K = _TILE_ROW_THREADS[-1] * _TILE_VALUES
+
+
+def _tile_threads(tpr: int) -> int:
+    """Threads per block of ``crt_analyse_tile`` at ``tpr`` threads a row: 256 (several rows)
+    up to 128 a row, else two rows' threads, at most 1024 (one row)."""
+    return _TILE_THREADS if tpr <= _TILE_THREADS // 2 else min(1024, 2 * tpr)
+
+
+def _tile_source() -> str:
+    """:data:`_SOURCE` with the ``crt_analyse_tile_<tpr>[_tab]`` instances, one per threads per
+    row, each with as many blocks per multiprocessor as 64 registers a thread allow."""
+    lines = [_source()]
+    for tab in (False, True):
+        for tpr in _TILE_ROW_THREADS:
+            threads = _tile_threads(tpr)
+            lines.append(f"AT_KERNEL({str(tab).lower()}, {tpr}, {threads}, {65536 // 64 // threads}"
+                         f", crt_analyse_tile_{tpr}{'_tab' if tab else ''})")
+    return "\n".join(lines)
 
 
 #: ``crt_finish``'s pass structure per digit count (the rest: both parts in one pass), as
@@ -933,10 +934,9 @@ _FINISH_OPTS = {3: ["-DFINISH_PARTS=1", "-DFINISH_BLOCKS=3"],
 def _kernel(name: str, halves: int = 1, num_moduli: int = 0):
     """A kernel of :data:`_SOURCE`, compiled once per number of 26-bit halves (``-DNH``) and,
     for ``crt_finish``, per number of moduli (``-DNMODC``, ``-DNLIMBC`` and the pass structure
-    of :data:`_FINISH_OPTS`); the ``crt_analyse_tile_*`` kernels once (``-DCRT_TILE``)."""
+    of :data:`_FINISH_OPTS`); the ``crt_analyse_tile_*`` kernels once (:func:`_tile_source`)."""
     if name.startswith("crt_analyse_tile"):
-        return _function("tile", name, lambda: cp.RawModule(code=_source(),
-                                                            options=("-DCRT_TILE",)))
+        return _function("tile", name, lambda: cp.RawModule(code=_tile_source()))
 
     def build():
         opts = [f"-DNH={halves}"]
@@ -1154,7 +1154,7 @@ def analyse_launch(x, moments: bool = True):
         with _cuda._stage("analyse"):
             if tile:  # one kernel, X read once (its values held in registers)
                 tpr = next(t for t in _TILE_ROW_THREADS if k <= _TILE_VALUES * t)
-                threads = _TILE_THREADS if tpr <= _TILE_THREADS // 2 else min(1024, 2 * tpr)
+                threads = _tile_threads(tpr)
                 name = f"crt_analyse_tile_{tpr}" + ("_tab" if isinstance(x, GatheredMatrix)
                                                     else "")
                 _kernel(name)((-(-rows // (threads // tpr)),), (threads,),
