@@ -386,7 +386,8 @@ def test_fused_extreme_products(form, k, cluster):
     """Every residue -128 (Bi: 127 on even columns) at each form's bound, all 20 moduli (256 down
     to 173), against Python integers, in one launch and in the default K chunks. Karatsuba at
     k = 65536: |T1| = |T3| = 2**30, |T2| up to 2**30 (also in clusters of 2 CTAs, over two row
-    tiles); direct at k = 32768: |D1| = |D2| up to 2**30."""
+    tiles); direct at k = 32768: |D1| = |D2| up to 2**30, summed mod p over launches of
+    |D| <= 2**28."""
     wg = _fused_or_skip()
     moduli = crt_constants(20).moduli
     N, m, n = 20, (200 if cluster == 2 else 5), 40
@@ -399,7 +400,9 @@ def test_fused_extreme_products(form, k, cluster):
     # Karatsuba: u_re = T1 - T2, u_im = T3 - T1 - T2 with T3 = T1 (the third planes are -128
     # too); direct: D1 = A0 Br + A1 Bi, D2 = A2 Bi + A3 Br, every A plane -128
     want = (t1 - t2, -t2) if form == 3 else (t1 + t2, t1 + t2)
-    for k_chunk in (k, None):  # one launch (the bound), and the default K chunks
+    # one launch at the bound (direct: launches of |D| = 2**28, LAUNCH_T_BITS, k_chunk = k being
+    # cut to that), and the default K chunks
+    for k_chunk in (k, None):
         u = cp.zeros((N, 2, m, 48), dtype=cp.uint8)
         wg.gemm_mod(a_res, b_res, _cuda_crt.modulus_table(N), u, m, 48, k_chunk=k_chunk,
                     cluster=cluster)

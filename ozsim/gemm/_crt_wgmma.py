@@ -6,7 +6,7 @@ planes ``T1, T2, T3`` written to HBM) and ``crt_reduce`` (the planes read back) 
 modulus with ``wgmma`` (INT8 -> INT32 on the tensor cores), reduces each mod ``p`` in registers and
 writes only the two UINT8 residues ``u_re = (T1 - T2) mod p`` and ``u_im = (T3 - T1 - T2) mod p``:
 2 bytes per output and modulus reach HBM instead of 12 written and 12 read back. The integers are
-the cuBLAS path's (exact INT32 sums, ``|T| <= k 2**14 < 2**31``), so results are bitwise equal.
+the cuBLAS path's (exact INT32 sums, ``|T| <= k 2**14``), so results are bitwise equal.
 
 Structure (NVIDIA Hopper, ``sm_90a``; the usual warp-specialised TMA + ``wgmma`` pipeline):
 
@@ -48,14 +48,14 @@ Launched through the driver API (:mod:`ctypes`): the TMA descriptors are built b
 by NVRTC for ``sm_90a`` (``wgmma`` and ``setmaxnreg`` exist only there); on any other GPU
 :func:`available` is False and ozsim keeps the cuBLAS path.
 
-Status: the default for ``K <= 8192`` (:func:`ozsim.gemm._cuda_crt._fused_form`: the direct
-form for ``K <= 1024``, Karatsuba's above; override with ``OZSIM_CRT_FUSED=0/1/3/4``). 168
-registers, no spills. Checked on an H100 (2026-11-23/24) against exact FP64 products
-(``benchmarks/crt_fused_probe.py``, incl. ``|T| = 2**30``) and bitwise against the CPU
-(``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` 3.3-3.4. Karatsuba's epilogue
-is compiled once per chain (``epilogue<FORM, t>``: 9.0k instructions instead of 5.6k): with the
-whole-sector stores that made it 10-20% faster at every K measured (N = 28, d = 8..12; square
-8192); with 2-byte stores (RESULTS.md 3.3) it had been slower at K = 1024-2048.
+Status: the default for ``K <= 8192`` (:func:`ozsim.gemm._cuda_crt._fused_form`: the direct form
+for ``K <= 1024``, Karatsuba's above; override with ``OZSIM_CRT_FUSED=0/1/3/4``). 168 registers, no
+spills. Checked on an H100 (2026-11-23/24) against exact FP64 products
+(``benchmarks/crt_fused_probe.py``, incl. ``|T| = 2**30``; direct: over launches of ``2**28``) and
+bitwise against the CPU (``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` 3.3-3.4.
+Karatsuba's epilogue is compiled once per chain (``epilogue<FORM, t>``: 9.0k instructions instead
+of 5.6k): with the whole-sector stores that made it 10-20% faster at every K measured (N = 28, d =
+8..12; square 8192); with 2-byte stores (RESULTS.md 3.3) it had been slower at K = 1024-2048.
 
 References:
     [Ozaki2] K. Ozaki, Y. Uchino, T. Imamura, arXiv:2504.08009 (2025): one exact GEMM per
@@ -81,6 +81,10 @@ STAGES = 4
 #: POP/s on some machines and 0.8-1.0 on others; on one of the latter, chunks of 8192 took 385 ms
 #: against 429 ms for one launch (RESULTS.md 3.3).
 K_CHUNK = 8192
+#: ``|D|`` one launch of the direct form may reach: its epilogue's reduction (``modp<true>``) is
+#: exact for ``|D| <= 2**28``, so a launch covers at most K = 8192 (``|D| <= k 2**15``); a larger
+#: ``k_chunk`` is cut to that. (Karatsuba's reduction takes any ``|T| < 2**31``.)
+LAUNCH_T_BITS = 28
 #: Column tiles per raster group (CTAs that run together share A and B tiles in L2): 2 was the
 #: fastest of 2, 4, 8, 16, 64 on an H100 (RESULTS.md 3.3; 8 ran at 45% of 2's rate at 16384^3).
 GROUP_N = 2
@@ -210,9 +214,21 @@ __device__ __forceinline__ void mma(int (&d)[128], u64 da, u64 db, int accumulat
         : "l"(da), "l"(db), "r"(accumulate));
 }
 
-// T mod p in [0, p) for |T| < 2**31, 128 < p <= 256, M = floor(2**39 / p) + 1 (crt_reduce's rule)
+// T mod p in [0, p), 128 < p <= 256, M = floor(2**39 / p) + 1: q = floor(a M / 2**39) is
+// floor(a / p) for 0 <= a < 2**31 (crt_reduce's rule: the error a (M - 2**39/p) / 2**39 < 2**-8
+// <= 1/p). BIASED (the direct form; |T| <= 2**28 a launch, LAUNCH_T_BITS): a = T + p 2**21,
+// >= 0 (p 2**21 > 2**28), a multiple of p away and below 2**28 + 2**29: four instructions (add,
+// mul.hi, shift, mad). Otherwise (|T| < 2**31) |T| and the sign: eight. The biased form made the
+// direct form's products 3-7%% faster at K = 256..1024 (the epilogue is a third of their time)
+// but Karatsuba's slower at K >= 4096 (square 16384 by 18%%, with the main loop's SASS unchanged:
+// RESULTS.md 3.8), so Karatsuba keeps the other.
+template <bool BIASED>
 __device__ __forceinline__ u32 modp(int t, u32 p, u32 M)
 {
+    if (BIASED) {
+        const u32 a = (u32)t + (p << 21);
+        return a - (__umulhi(a, M) >> 7) * p;
+    }
     const u32 a = t < 0 ? (u32)(-t) : (u32)t;
     const u32 r = a - (__umulhi(a, M) >> 7) * p;
     return (t < 0 && r) ? p - r : r;
@@ -305,7 +321,7 @@ __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int q = i + e;
-                    const u32 r = modp(d[q], p, M);
+                    const u32 r = modp<FORM == 4>(d[q], p, M);
                     if (FORM == 4) {
                         out[e] = r;
                         continue;
@@ -660,9 +676,10 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
         ctas: CTAs launched (persistent: each loops over work items); default one per
             multiprocessor; the number of work items ``N ceil(m / 128) ceil(ncols / 256)`` gives
             one work item per CTA (tuning; the results are the same).
-        k_chunk: K per launch, default :data:`K_CHUNK` (rounded down to a multiple of 128);
-            a later launch adds its residues to ``u`` mod p (``(x + y) mod p`` of two residues
-            is the residue of the sum, so the results are the same).
+        k_chunk: K per launch, default :data:`K_CHUNK` (rounded down to a multiple of 128; in
+            the direct form at most 8192, the :data:`LAUNCH_T_BITS` bound); a later
+            launch adds its residues to ``u`` mod p (``(x + y) mod p`` of two residues is the
+            residue of the sum, so the results are the same).
         cluster: 1, or 2 (Karatsuba form only): clusters of two CTAs that take row tiles
             ``m0`` and ``m0 + 128`` of the same column tile in lockstep, each loading half of
             the B tile with TMA multicast to both (B read from L2 once per pair); default
@@ -704,7 +721,10 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
     grid = cl * max(1, min(int(ctas) // cl, total))
     stream = cp.cuda.get_current_stream().ptr
     kblocks = -(-kpad // BK)
-    step = max(1, int(K_CHUNK if k_chunk is None else k_chunk) // BK)
+    step = int(K_CHUNK if k_chunk is None else k_chunk)
+    if pa == 4:
+        step = min(step, 1 << (LAUNCH_T_BITS - 15))  # |D| <= 2**28 per launch
+    step = max(1, step // BK)
     for kb0 in range(0, kblocks, step):
         args = [ta, tb, ctypes.c_int32(mpa), ctypes.c_int32(nbp), ctypes.c_int32(m),
                 ctypes.c_int32(ld), ctypes.c_int32(kb0), ctypes.c_int32(min(step, kblocks - kb0)),
