@@ -37,6 +37,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+from crt_fused_probe import random_int8  # noqa: E402
 from gemm_bench import _cupy, gpu_name, int8_rate, state_inputs, timed  # noqa: E402
 
 _TWINS = r"""
@@ -134,9 +135,8 @@ def _products(nm: int, k: int, ncols: int, direct: bool, reps: int) -> float:
 
     if not _crt_wgmma.available():
         raise RuntimeError(f"the fused products kernel is not available: {_crt_wgmma._state}")
-    rs = cp.random.RandomState(3)
-    a = rs.randint(-100, 100, size=(nm, 4 if direct else 3, k, k), dtype=cp.int8)
-    b = rs.randint(-100, 100, size=(nm, 2 if direct else 3, ncols, k), dtype=cp.int8)
+    a = random_int8((nm, 4 if direct else 3, k, k), 11)
+    b = random_int8((nm, 2 if direct else 3, ncols, k), 12)
     u = cp.empty((nm, 2, k, ncols), dtype=cp.uint8)
     pm = _cuda_crt.modulus_table(nm)
     return timed(lambda: _crt_wgmma.gemm_mod(a, b, pm, u, k, ncols), reps)
