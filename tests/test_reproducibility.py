@@ -1,0 +1,50 @@
+"""Pinned bits: the final state of a fixed-seed brickwork run, per INT8 backend.
+
+The INT8 paths are exact integer products plus a fixed-order FP64 accumulation (Ozaki scheme I)
+or an exact CRT reconstruction (scheme II), so their results do not depend on the BLAS, the
+blocking, the thread count or the device. A digest of the final state pins that: a change to
+the code that moves a single bit of any amplitude fails here, on the CPU and on the GPU alike.
+The digests were taken from the CPU path; the GPU path must give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from ozsim import Simulator, gates
+
+from conftest import cupy_or_skip
+
+#: (backend, T) -> first 32 hex digits of the SHA-256 of the final amplitudes (complex128, little
+#: endian bytes) of ``brickwork(10, depth=4, gate_qubits=3, seed=20261125)``, unfused.
+DIGESTS = {
+    ("int8x9", 1): "e8a40950c030425ddb9cfa5d0af71408",
+    ("int8-auto", 0): "90f24824d4e1308057940d6fc4ad7de4",
+    ("int8-auto", 1): "85343d593ec28e371d288ed47a1e61ee",
+    ("int8-crt14", 1): "5ff5b361ba7275dbc279adaa39ed27ce",
+    ("int8-crt-auto", 0): "e05c0602d20076d0e12a6566e385d8ed",
+    ("int8-crt-auto", 1): "24e33342e74333d3f174d5dc7363fca4",
+}
+
+
+def _digest(device: str, backend: str, T: float) -> str:
+    circuit = gates.brickwork(10, depth=4, gate_qubits=3, seed=20261125)
+    result = Simulator(backend=backend, T=T, device=device, max_fused_qubits=0).run(circuit)
+    sv = np.ascontiguousarray(result.statevector, dtype="<c16")
+    assert np.isfinite(sv).all()
+    return hashlib.sha256(sv.tobytes()).hexdigest()[:32]
+
+
+@pytest.mark.parametrize("backend,T", sorted(DIGESTS))
+def test_int8_backends_give_the_pinned_bits_on_the_cpu(backend, T):
+    assert _digest("cpu", backend, T) == DIGESTS[(backend, T)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend,T", sorted(DIGESTS))
+def test_int8_backends_give_the_pinned_bits_on_the_gpu(backend, T):
+    cupy_or_skip()
+    assert _digest("gpu", backend, T) == DIGESTS[(backend, T)]
