@@ -12,7 +12,7 @@ __all__ = ["array_namespace", "is_cupy_array", "to_numpy"]
 
 def is_cupy_array(x) -> bool:
     """True for a ``cupy.ndarray`` (checked without importing CuPy), or an operand that lives on
-    the GPU (``ozsim.gemm._cuda_crt.GatheredMatrix``)."""
+    the GPU (``ozsim.gemm.ozaki2.cuda.GatheredMatrix``)."""
     return type(x).__module__.startswith("cupy") or getattr(x, "_ozsim_gathered", False)
 
 

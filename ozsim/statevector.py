@@ -162,7 +162,7 @@ class StateVector:
                 or d >= n or os.environ.get("OZSIM_GATHER", "1") == "0"
                 or available_memory_bytes(self.xp) < state_bytes(n)):  # (a fallback copies)
             return None, None
-        from .gemm._cuda_crt import GatheredMatrix, deposit_offsets  # GPU only
+        from .gemm.ozaki2.cuda import GatheredMatrix, deposit_offsets  # GPU only
 
         view, layout = self._transposed(front)
         bit = [n - 1 - self.layout.index(q) for q in layout]  # buffer index bit of each axis

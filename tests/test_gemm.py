@@ -7,7 +7,7 @@ import pytest
 
 from ozsim import NonFiniteError
 from ozsim.gemm import GemmInfo, PreparedOperand, bits_per_slice, parse_backend, zgemm
-from ozsim.gemm.ozaki1 import (
+from ozsim.gemm.ozaki1.scheme import (
     _float32_exact,
     _products_numpy,
     choose_num_splits,

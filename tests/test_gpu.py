@@ -1,4 +1,4 @@
-"""The GPU path (``ozsim.gemm._cuda``) against the CPU path: bit for bit for ``int8x{s}``.
+"""The GPU path (``ozsim.gemm.ozaki1.cuda``) against the CPU path: bit for bit for ``int8x{s}``.
 
 The INT8 backends are built from exact integer products and one fixed FP64 accumulation order,
 so the GPU must reproduce the CPU's bits, not merely come close: every comparison of an
@@ -27,7 +27,7 @@ except Exception:  # no driver
 if _DEVICES < 1:
     pytest.skip("CuPy sees no CUDA device", allow_module_level=True)
 
-from ozsim.gemm import _cuda  # noqa: E402  (imports CuPy: only once a GPU is known)
+from ozsim.gemm.ozaki1 import cuda as _cuda  # noqa: E402  (imports CuPy: only once a GPU is known)
 from ozsim.simulator import Simulator, get_array_module  # noqa: E402
 from ozsim.statevector import StateVector  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The GPU path of Ozaki scheme II (``ozsim.gemm._cuda_crt``) against the CPU path, bit for bit.
+"""The GPU path of Ozaki scheme II (``ozsim.gemm.ozaki2.cuda``) against the CPU path, bit for bit.
 
 Scheme II is exact integer arithmetic up to one final rounding done by the same operations on
 both devices (``ozsim.gemm.ozaki2``), so every ``int8-crt{N}`` / ``int8-crt-auto`` result here
@@ -28,7 +28,8 @@ if _DEVICES < 1:
 
 # imported once a GPU is known (they import CuPy)
 from ozsim.gates import brickwork
-from ozsim.gemm import _cuda, _cuda_crt
+from ozsim.gemm.ozaki1 import cuda as _cuda
+from ozsim.gemm.ozaki2 import cuda as _cuda_crt
 from ozsim.simulator import Simulator
 
 # (m, k, n): k = 1, k not a multiple of 4, k >= 64 (16-byte padding), k > MAX_GEMM_K (two
@@ -283,9 +284,9 @@ def test_loss_moments_of_prepared_operand_match():
     assert np.array_equal(ozaki1.row_exponents(a), _cuda.analyse(cp.asarray(a), False)[0].get())
 
 
-# -- the fused products (ozsim.gemm._crt_wgmma; default for K <= FUSED_MAX_K) --------------------
+# -- the fused products (ozsim.gemm.ozaki2.wgmma; default for K <= FUSED_MAX_K) --------------------
 def _fused_or_skip():
-    from ozsim.gemm import _crt_wgmma
+    from ozsim.gemm.ozaki2 import wgmma as _crt_wgmma
 
     if not _crt_wgmma.available():
         why = _crt_wgmma._state.get("error") or "compute capability 9.0 (H100/H200) needed"

@@ -15,7 +15,7 @@ from qiskit.quantum_info import Statevector
 from ozsim import Circuit
 from ozsim.gates.haar import haar_unitary
 from ozsim.gemm import GemmInfo, PreparedCRTOperand, ozaki1, parse_backend, zgemm
-from ozsim.gemm.ozaki2 import (
+from ozsim.gemm.ozaki2.scheme import (
     LOSS_ALLOWANCE_BITS,
     MAX_K,
     MODULI,

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._array import array_namespace
 from ..errors import NonFiniteError
-from .ozaki1 import (
+from .ozaki1.scheme import (
     MAX_SPLITS,
     MIN_SPLITS,
     PreparedOperand,
@@ -194,7 +194,7 @@ def zgemm(
             ws = default_workspace_bytes(xp) if workspace_bytes is None else workspace_bytes
             eB, hist_b = analyse_rows(b.T, _block_columns(n, mat.shape[1], MAX_SPLITS, ws))
         else:  # pragma: no cover - GPU: one fused kernel, histogram returned as NumPy
-            from ._cuda import analyse
+            from .ozaki1.cuda import analyse
 
             eB, hist_b = analyse(b.T)
         s = choose_num_splits(prep.histogram, hist_b, bits, T)

@@ -62,8 +62,8 @@ from types import ModuleType
 
 import numpy as np
 
-from .._array import array_namespace
-from ..errors import NonFiniteError
+from ..._array import array_namespace
+from ...errors import NonFiniteError
 
 __all__ = [
     "MAX_SPLITS",
@@ -276,7 +276,7 @@ class PreparedOperand:
 
     def __post_init__(self):
         if array_namespace(self.matrix) is not np:  # pragma: no cover - GPU
-            from . import _cuda  # one fused kernel; the histogram comes back as NumPy
+            from . import cuda as _cuda  # one fused kernel; the histogram comes back as NumPy
 
             self.exponents, self.histogram = _cuda.analyse(self.matrix)
             return
@@ -387,7 +387,7 @@ def default_workspace_bytes(xp: ModuleType, reserve: int = 0) -> int:
     """
     if xp is np:
         return CPU_WORKSPACE_BYTES
-    from . import _cuda  # pragma: no cover - GPU
+    from . import cuda as _cuda  # pragma: no cover - GPU
 
     return _cuda.default_workspace_bytes(reserve)  # pragma: no cover - GPU
 
@@ -434,7 +434,7 @@ def int8_zgemm(
     if workspace_bytes is None:
         workspace_bytes = default_workspace_bytes(xp)
     if xp is not np:  # pragma: no cover - GPU: CUDA split/accumulate kernels, cuBLAS INT8 GEMMs
-        from . import _cuda
+        from . import cuda as _cuda
 
         return _cuda.int8_zgemm_gpu(
             prep, b, num_splits, bits, b_exponents=b_exponents, out=out,

@@ -31,7 +31,7 @@ residues      ``crt_residues32`` (plans keeping <= 70 bits; ``crt_residues`` abo
               per column block.
 INT8 GEMMs    per modulus three ``cublasGemmEx`` INT8 -> INT32 "TN" products (Karatsuba
               ``T1 = Ar Br``, ``T2 = Ai Bi``, ``T3 = (Ar+Ai)(Br+Bi)``) through
-              :func:`ozsim.gemm._cuda.gemm_tn_long`: ``cublasGemmEx`` in pieces of
+              :func:`ozsim.gemm.ozaki1.cuda.gemm_tn_long`: ``cublasGemmEx`` in pieces of
               ``K <= 8192`` added with beta = 1, or a cuBLASLt algorithm for the whole K,
               whichever was faster when the shape was first seen (exact: ``k 2**14 < 2**31``).
 reduce        ``crt_reduce``: per modulus, reads the three INT32 planes and writes the residues
@@ -45,7 +45,7 @@ crt           ``crt_finish`` (compiled per N): a thread takes 4 adjacent outputs
 ============  ===================================================================================
 
 What still reaches HBM and need not: the INT32 planes (12 bytes per output per modulus, written by
-cuBLAS and read back by ``crt_reduce``). :mod:`ozsim.gemm._crt_wgmma` removes them (the three
+cuBLAS and read back by ``crt_reduce``). :mod:`ozsim.gemm.ozaki2.wgmma` removes them (the three
 products of a modulus and the reduction in one Hopper ``wgmma`` kernel, 2 bytes per output and
 modulus); :func:`_fused_form` uses it by default where it was measured faster (``K <= 8192``:
 the state-vector shapes of gates up to 13 qubits, squares up to 8192; ``benchmarks/RESULTS.md``,
@@ -68,9 +68,10 @@ import warnings
 import cupy as cp
 import numpy as np
 
-from ..errors import NonFiniteError
-from . import _crt_wgmma, _cuda
-from .ozaki2 import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS, crt_constants
+from ...errors import NonFiniteError
+from ..ozaki1 import cuda as _cuda
+from . import wgmma as _crt_wgmma
+from .moduli import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS, crt_constants
 
 __all__ = ["GatheredMatrix", "analyse", "analyse_launch", "analyse_pair",
            "default_workspace_bytes", "deposit_offsets", "int8_crt_zgemm_gpu", "last_stats",
@@ -1262,7 +1263,7 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
         rounding: round the scaled integers to nearest (else truncate): ``CRTPlan.rounding``.
         out (cupy.ndarray): ``(N, planes, rows_alloc, kpad)`` int8 buffer, or ``None``.
         planes: 3: ``[r, i, r + i]`` (Karatsuba products); 2: ``[r, i]``; 4: ``[r, -i, r, i]``
-            (the direct form of :func:`ozsim.gemm._crt_wgmma.gemm_mod`; ``-i`` of ``-128`` mod
+            (the direct form of :func:`ozsim.gemm.ozaki2.wgmma.gemm_mod`; ``-i`` of ``-128`` mod
             256 is ``-128``, the same residue).
 
     Returns:
@@ -1394,7 +1395,7 @@ DIRECT_MAX_K = 1024
 
 def _fused_form(kpad: int) -> int:
     """How :func:`int8_crt_zgemm_gpu` runs the INT8 products: 0 = cuBLAS INT32 planes and
-    ``crt_reduce``; 3 or 4 = fused with the reduction mod p (:mod:`ozsim.gemm._crt_wgmma`), in
+    ``crt_reduce``; 3 or 4 = fused with the reduction mod p (:mod:`ozsim.gemm.ozaki2.wgmma`), in
     Karatsuba's (3) or the direct (4) form. The results are the same integers in every case.
 
     ``OZSIM_CRT_FUSED``: ``0`` never fused; ``1`` or ``3`` always fused (Karatsuba) where the
@@ -1467,7 +1468,7 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         b_exponents (cupy.ndarray): ``(n,)`` int32 norm exponents of B's columns, or ``None``.
         out (cupy.ndarray): ``(m, n)`` complex128 (any strides, not overlapping ``b``).
         workspace_bytes: bound on B's residues, one modulus' INT32 planes (none with the fused
-            products of :mod:`ozsim.gemm._crt_wgmma`) and the UINT8 residues of one column block.
+            products of :mod:`ozsim.gemm.ozaki2.wgmma`) and the UINT8 residues of one column block.
 
     Returns:
         ``out``.

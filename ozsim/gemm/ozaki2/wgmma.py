@@ -2,7 +2,7 @@
 
 One kernel, ``crt_gemm_mod3``, replaces the per-modulus sequence of three cuBLAS INT8 GEMMs (INT32
 planes ``T1, T2, T3`` written to HBM) and ``crt_reduce`` (the planes read back) of
-:mod:`ozsim.gemm._cuda_crt`: per output tile it computes the three Karatsuba products of one
+:mod:`ozsim.gemm.ozaki2.cuda`: per output tile it computes the three Karatsuba products of one
 modulus with ``wgmma`` (INT8 -> INT32 on the tensor cores), reduces each mod ``p`` in registers and
 writes only the two UINT8 residues ``u_re = (T1 - T2) mod p`` and ``u_im = (T3 - T1 - T2) mod p``:
 2 bytes per output and modulus reach HBM instead of 12 written and 12 read back. The integers are
@@ -48,7 +48,7 @@ Launched through the driver API (:mod:`ctypes`): the TMA descriptors are built b
 by NVRTC for ``sm_90a`` (``wgmma`` and ``setmaxnreg`` exist only there); on any other GPU
 :func:`available` is False and ozsim keeps the cuBLAS path.
 
-Status: the default for ``K <= 8192`` (:func:`ozsim.gemm._cuda_crt._fused_form`: the direct form
+Status: the default for ``K <= 8192`` (:func:`ozsim.gemm.ozaki2.cuda._fused_form`: the direct form
 for ``K <= 1024``, Karatsuba's above; override with ``OZSIM_CRT_FUSED=0/1/3/4``). 168 registers, no
 spills. Checked on an H100 (2026-11-23/24) against exact FP64 products
 (``benchmarks/crt_fused_probe.py``, incl. ``|T| = 2**30``; direct: over launches of ``2**28``) and

@@ -58,7 +58,7 @@ try:
 except ImportError:  # pragma: no cover - older layouts
     from cupy.cuda import cublas
 
-from ..errors import NonFiniteError
+from ...errors import NonFiniteError
 
 __all__ = ["analyse", "split", "int8_zgemm_gpu", "plan", "profile_stages", "last_stats"]
 
@@ -660,8 +660,8 @@ def _gemm_tn(handle, m_, n_, k_, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, beta=False)
 def gemm_tn_long(handle, m_, n_, k_, a_ptr, lda, b_ptr, ldb, c_ptr, ldc) -> None:
     """:func:`_gemm_tn` (beta = 0) for any ``k_`` whose INT32 sums are exact: the fastest of
     ``cublasGemmEx`` in pieces of ``K <= MAX_GEMM_K`` (added with beta = 1, exact in INT32) and
-    the cuBLASLt algorithms, timed once per shape (:mod:`ozsim.gemm._cublaslt`)."""
-    from . import _cublaslt
+    the cuBLASLt algorithms, timed once per shape (:mod:`ozsim.gemm.ozaki1.cublaslt`)."""
+    from . import cublaslt as _cublaslt
 
     def pieces(beta: bool) -> None:
         for off in range(0, k_, MAX_GEMM_K):

@@ -1,0 +1,128 @@
+"""Ozaki scheme II's constants: the moduli, the CRT constants and the bit budgets.
+
+One module that the CPU scheme (:mod:`ozsim.gemm.ozaki2.scheme`) and the GPU kernels
+(:mod:`ozsim.gemm.ozaki2.cuda`) both import, so neither imports the other. The derivations of
+every constant are in :mod:`ozsim.gemm.ozaki2.scheme` (steps 2-5 of its docstring).
+
+References:
+    [Ozaki2] K. Ozaki, Y. Uchino, T. Imamura, arXiv:2504.08009 (2025).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Pairwise coprime moduli, largest first (module docstring); ``int8-crt{N}`` uses the first N.
+MODULI = (256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
+          223, 217, 211, 199, 197, 193, 191, 181, 179, 173)
+MIN_MODULI = 2
+MAX_MODULI = len(MODULI)
+#: Largest inner dimension: ``k * 128**2 < 2**31`` keeps every INT8 product exact in INT32.
+MAX_K = 2**17 - 1
+#: Bits per digit of the CRT constants (``20 * 255 * 2**40 < 2**53``: exact FP64 limb sums).
+LIMB_BITS = 40
+#: Bits per exact piece of a scaled integer (``sym_mod`` needs ``|x| <= 2**52``).
+PIECE_BITS = 52
+#: Fraction bits of the rounded-up magnitudes in the norm bound (``2k * 4**13 <= 2**53``).
+NORM_FRAC_BITS = 13
+#: Most bits of FP64's own accumulation error a scalar is allowed (module docstring, loss).
+LOSS_ALLOWANCE_BITS = 2
+
+
+def _check_moduli() -> None:
+    for i, p in enumerate(MODULI):
+        assert 2 <= p <= 256
+        for q in MODULI[:i]:
+            assert math.gcd(p, q) == 1, (p, q)
+
+
+_check_moduli()
+
+
+@dataclass(frozen=True)
+class CRTConstants:
+    """The constants of ``N`` moduli (exact integers and their FP64 digits).
+
+    Attributes:
+        moduli: ``p_1 .. p_N``.
+        P: their product (Python int).
+        gamma: :func:`kept_bits` (``2**(gamma + 1) < P``).
+        weights: ``q_p = (P/p)**-1 mod p`` per modulus.
+        inv_p: ``(N,)`` float64, ``fl(1/p)``.
+        limbs_M: ``(N, L)`` float64: base-``2**40`` digits of ``P/p``, lowest first.
+        limbs_P: ``(L,)`` float64: digits of ``P``.
+        hi, lo: ``(p - 1) // 2`` and ``-(p // 2)``: the symmetric residue range, per modulus.
+    """
+
+    moduli: tuple[int, ...]
+    P: int
+    gamma: int
+    weights: tuple[int, ...]
+    inv_p: np.ndarray
+    limbs_M: np.ndarray
+    limbs_P: np.ndarray
+
+    @property
+    def num_limbs(self) -> int:
+        return self.limbs_P.size
+
+
+def _digits(x: int, count: int) -> list[float]:
+    mask = (1 << LIMB_BITS) - 1
+    return [float((x >> (LIMB_BITS * c)) & mask) for c in range(count)]
+
+
+@functools.cache
+def crt_constants(num_moduli: int) -> CRTConstants:
+    """:class:`CRTConstants` of the first ``num_moduli`` entries of :data:`MODULI`.
+
+    Raises:
+        ValueError: ``num_moduli`` outside 2..20.
+    """
+    if not MIN_MODULI <= num_moduli <= MAX_MODULI:
+        raise ValueError(f"the number of moduli must be in {MIN_MODULI}..{MAX_MODULI}, "
+                         f"got {num_moduli}")
+    mods = MODULI[:num_moduli]
+    P = math.prod(mods)
+    L = -(-P.bit_length() // LIMB_BITS)
+    weights = tuple(pow(P // p, -1, p) for p in mods)
+    return CRTConstants(
+        moduli=mods,
+        P=P,
+        gamma=P.bit_length() - 2,
+        weights=weights,
+        inv_p=np.array([1.0 / p for p in mods]),
+        limbs_M=np.array([_digits(P // p, L) for p in mods]),
+        limbs_P=np.array(_digits(P, L)),
+    )
+
+
+@functools.cache
+def _kept_bits_table() -> tuple[tuple[int, int], ...]:
+    """``((N, gamma(N)), ...)`` for ``N = MIN_MODULI .. MAX_MODULI``."""
+    return tuple((n, kept_bits(n)) for n in range(MIN_MODULI, MAX_MODULI + 1))
+
+
+def kept_bits(num_moduli: int) -> int:
+    """``gamma(N)``: the bits ``gA + gB`` that ``N`` moduli allow (``2**(gamma + 1) < P``)."""
+    return crt_constants(num_moduli).gamma
+
+
+#: Bound on the rounding moves of a row, ``sqrt(2 k) / 2 <= 2**8`` for ``k <= MAX_K``.
+_ROUNDING_SLACK = 2**8
+
+
+@functools.cache
+def rounds_to_nearest(num_moduli: int, bits_a: int, bits_b: int) -> bool:
+    """Whether the scaled integers may be rounded to nearest (else truncated): step 2 of the
+    module docstring, ``2 (2**gA + 2**8)(2**gB + 2**8) < P (1 - 2**-40)`` in exact integers.
+
+    True for every plan with ``min(gA, gB) >= 15`` (all of ``int8-crt{N}``, N >= 4).
+    """
+    P = crt_constants(num_moduli).P
+    lhs = 2 * ((1 << bits_a) + _ROUNDING_SLACK) * ((1 << bits_b) + _ROUNDING_SLACK) << 40
+    return lhs < P * ((1 << 40) - 1)
