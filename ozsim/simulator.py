@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import config
 from .circuit import Circuit, Operation
 from .errors import DeviceUnavailableError, NonFiniteError, UnsupportedOperationError
 from .gemm import parse_backend
@@ -46,7 +47,7 @@ def get_array_module(device: str):
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
-    if device == "cpu" or (device == "auto" and os.environ.get("OZSIM_DEVICE") == "cpu"):
+    if device == "cpu" or (device == "auto" and config.get("OZSIM_DEVICE") == "cpu"):
         return np, "cpu"
     ok, reason = gpu_available()
     if ok:

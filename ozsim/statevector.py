@@ -35,6 +35,7 @@ from types import ModuleType
 
 import numpy as np
 
+from . import config
 from ._array import to_numpy
 from .errors import InsufficientMemoryError
 from .gemm import GemmInfo, PreparedCRTOperand, PreparedOperand, parse_backend, zgemm
@@ -159,7 +160,7 @@ class StateVector:
         where the backend's GPU kernels take one (module doc); else ``(None, None)``."""
         n, d = self.num_qubits, len(front)
         if (self.xp is np or not str(backend).startswith("int8-crt") or d < GATHER_MIN_QUBITS
-                or d >= n or os.environ.get("OZSIM_GATHER", "1") == "0"
+                or d >= n or config.get("OZSIM_GATHER") == "0"
                 or available_memory_bytes(self.xp) < state_bytes(n)):  # (a fallback copies)
             return None, None
         from .gemm.ozaki2.cuda import GatheredMatrix, deposit_offsets  # GPU only

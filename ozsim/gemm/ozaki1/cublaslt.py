@@ -20,9 +20,10 @@ References: cuBLAS documentation, "cuBLASLt API" (``cublasLtMatmul``,
 from __future__ import annotations
 
 import ctypes
-import os
 
 import cupy as cp
+
+from ... import config
 
 __all__ = ["CANDIDATES", "MIN_TUNED_OPS", "choices", "gemm_tn", "tuning_log"]
 
@@ -59,7 +60,7 @@ def _lib():
     if "lib" in _state:
         return _state["lib"]
     lib = None
-    if os.environ.get("OZSIM_CUBLASLT", "1") != "0":
+    if config.get("OZSIM_CUBLASLT") != "0":
         try:
             with open("/proc/self/maps") as fh:
                 paths = sorted({ln.split()[-1] for ln in fh if "libcublasLt.so" in ln})

@@ -62,12 +62,12 @@ References:
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import cupy as cp
 import numpy as np
 
+from ... import config
 from ...errors import NonFiniteError
 from ..ozaki1 import cuda as _cuda
 from . import wgmma as _crt_wgmma
@@ -1405,7 +1405,7 @@ def _fused_form(kpad: int) -> int:
     dominates) and Karatsuba's above (where the tensor cores
     do: a quarter fewer products).
     """
-    mode = os.environ.get("OZSIM_CRT_FUSED", "auto")
+    mode = config.get("OZSIM_CRT_FUSED")
     if mode == "0":
         return 0
     form = 4 if mode == "4" and kpad <= 32768 else 3
