@@ -167,12 +167,10 @@ class BackendSpec:
 _SPEC = re.compile(r"^\s*([A-Za-z0-9\-]+)\s*(?::\s*T\s*=\s*([^\s]+)\s*)?$")
 
 
-_AUTO = ("int8-auto", "int8-crt-auto")
-
-
 def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[BackendSpec]:
     """Parse ``--backends``: a comma list of ``zgemm``, ``int8x{s}``, ``int8-crt{N}``,
-    ``int8-auto``, ``int8-crt-auto``, or an auto backend with its threshold (``int8-auto:T=<bits>``).
+    ``int8-auto``, ``int8-crt-auto``, or an auto backend with its threshold (``int8-auto:T=<bits>``);
+    ``"all"`` stands for one name per registered pattern (:func:`ozsim.gemm.registry.all_names`).
 
     A plain ``int8-auto`` or ``int8-crt-auto`` gives one spec per value of ``thresholds`` (the
     ``-T`` option); an explicit ``int8-auto:T=0.5`` gives one spec with that ``T``. Duplicates are dropped, order
@@ -189,10 +187,12 @@ def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[Backen
         ValueError: an empty list, an unknown backend, ``:T=`` on a backend that is not an auto
             backend, or a negative or non-numeric ``T``.
     """
-    from .gemm import parse_backend
+    from .gemm import registry
 
     items = text.split(",") if isinstance(text, str) else list(text)
     items = [i for i in (s.strip() for s in items) if i]
+    if [i.lower() for i in items] == ["all"]:
+        items = registry.all_names()
     if not items:
         raise ValueError("no backends given; expected a comma list such as zgemm,int8-auto")
     ts = [_threshold(t) for t in thresholds]
@@ -204,10 +204,10 @@ def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[Backen
         if not m:
             raise ValueError(f"cannot parse backend {item!r}; expected e.g. int8-auto:T=0")
         name, t = m.group(1).lower(), m.group(2)
-        kind, _ = parse_backend(name)
-        if t is not None and kind not in _AUTO:
+        auto = registry.parse(name).auto
+        if t is not None and not auto:
             raise ValueError(f"backend {item!r}: only int8-auto and int8-crt-auto take a threshold")
-        if kind in _AUTO:
+        if auto:
             new = [BackendSpec(name, _threshold(t))] if t is not None else [
                 BackendSpec(name, v) for v in ts
             ]

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
+from . import __version__, config
 from .errors import OzsimError
+from .gemm import registry
 
 __all__ = ["main"]
 
@@ -34,8 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--backend",
         default="int8-auto",
-        help="zgemm | int8-auto | int8x{s} with s = 3..18 | int8-crt-auto | int8-crt{N} with "
-        "N = 2..20 (default: int8-auto)",
+        help=f"{registry.help_text()} (default: int8-auto; `ozsim info` lists them)",
     )
     run.add_argument(
         "-T",
@@ -74,9 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument(
         "--backends",
         default="zgemm,int8-auto",
-        help="comma list of zgemm, int8x{s} (s = 3..18), int8-crt{N} (N = 2..20), int8-auto, "
-        "int8-crt-auto, or an auto backend with its threshold such as int8-auto:T=0 "
-        "(default: zgemm,int8-auto)",
+        help=f"comma list of {registry.help_text()}, or an auto backend with its threshold "
+        "such as int8-auto:T=0, or 'all' (one of each; default: zgemm,int8-auto)",
     )
     chk.add_argument(
         "-T",
@@ -98,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="magnitude floor factor of the max relative error (default: 1e-3)")
     chk.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
-    sub.add_parser("info", help="print versions and devices")
+    sub.add_parser("info", help="print versions, devices, backends and environment switches")
     return p
 
 
@@ -197,7 +196,7 @@ def _summary(circuit, result, counts, top: int) -> str:
         f"circuit   {circuit.name}: {circuit.num_qubits} qubits, {circuit.num_gates} gates"
         f" ({_ops_text(circuit)})",
         f"fusion    {fusion_text}",
-        f"backend   {md['backend']}" + (f" (T = {md['T']:g} bits)" if md["backend"] == "int8-auto"
+        f"backend   {md['backend']}" + (f" (T = {md['T']:g} bits)" if registry.parse(md["backend"]).auto
                                         else "") + f" on {md['device']}",
         f"splits    {{{splits}}} GEMMs" + (f", {md['fallbacks']} fell back to native ZGEMM"
                                           if md["fallbacks"] else ""),
@@ -281,6 +280,18 @@ def _info() -> int:
               f"({free / 2**30:.1f} GiB free)")
     else:
         print(f"GPU: none ({reason}); device='auto' runs on the CPU")
+    print("\nbackends (ozsim.gemm.registry):")
+    for scheme in registry.SCHEMES:
+        devices = "/".join(scheme.devices)
+        for pat in scheme.names:
+            print(f"  {pat.display():<26} {devices:<8} {pat.summary}")
+    print("\nenvironment switches (value in force):")
+    for sw in config.SWITCHES:
+        try:
+            value = config.get(sw.name)
+        except config.ConfigError as exc:
+            value = f"invalid: {exc}"
+        print(f"  {sw.name + '=' + value:<22} {sw.description}")
     return 0
 
 

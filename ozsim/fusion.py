@@ -17,12 +17,12 @@ Algorithm (greedy, order-preserving up to provable commutation):
     writes no classical bit), so the fused circuit is the same map.
     Block matrices are products of the gate matrices in complex128 (one rounding per product).
 
-Cost model (:class:`CostModel`), used when ``max_fused_qubits`` is not given: a d-qubit gate on N
-qubits costs ``max(passes * 32 * 2**N / bandwidth, 8 * 2**(N+d) / gemm_rate) + overhead`` seconds
-(memory traffic of its passes over the state versus the flops of the ZGEMM
+Cost model (:class:`~ozsim.gemm.cost.CostModel`), used when ``max_fused_qubits`` is not given: a
+d-qubit gate on N qubits costs ``max(passes * 32 * 2**N / bandwidth, 8 * 2**(N+d) / gemm_rate) +
+overhead`` seconds (memory traffic of its passes over the state versus the flops of the ZGEMM
 ``(2**d x 2**d) @ (2**d x 2**(N-d))``); every limit 1..``max_limit`` is planned and the one with
-the smallest modelled total time wins. The constants per device and backend are in
-:data:`COST_MODELS` with where each number comes from.
+the smallest modelled total time wins. Each scheme's constants per device are in its entry of
+:mod:`ozsim.gemm.registry`, with where each number comes from.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .circuit import Circuit, Operation
-from .gemm import parse_backend
+from .gemm import registry
+from .gemm.cost import CostModel
 
 __all__ = [
-    "COST_MODELS",
     "CostModel",
     "FusionReport",
     "block_matrix",
@@ -45,64 +45,10 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class CostModel:
-    """Time model of one d-qubit gate application (see the module docstring).
-
-    Attributes:
-        bandwidth: memory bandwidth in bytes/s (read + write counted).
-        gemm_rate: ZGEMM rate in flop/s, counting ``8 m n k`` per complex product.
-        passes: passes over the state per gate (a pass reads and writes 16 bytes an amplitude).
-        overhead: fixed seconds per gate (Python, kernel launches).
-        max_limit: largest block size considered.
-        cache_bytes: states whose two buffers fit in this many bytes use ``cache_bandwidth``
-            (a CPU's last-level cache; 0: no such cache level).
-        cache_bandwidth: bytes/s for such states.
-    """
-
-    bandwidth: float
-    gemm_rate: float
-    passes: float
-    overhead: float
-    max_limit: int
-    cache_bytes: float = 0.0
-    cache_bandwidth: float = 0.0
-
-    def gate_time(self, num_qubits: int, d: int) -> float:
-        """Modelled seconds for one d-qubit gate on a ``num_qubits`` state."""
-        cached = 32.0 * 2.0**num_qubits <= self.cache_bytes
-        bandwidth = self.cache_bandwidth if cached else self.bandwidth
-        mem = self.passes * 32.0 * 2.0**num_qubits / bandwidth
-        flops = 8.0 * 2.0 ** (num_qubits + d) / self.gemm_rate
-        return max(mem, flops) + self.overhead
-
-
-#: ``(device, scheme)`` -> model, calibrated on measured runs (2026-11-22):
-#: CPU (2-core x86 CI-class machine, NumPy/OpenBLAS; ``benchmarks/fusion_bench.py`` and
-#: 20-qubit quantum-volume runs at every limit 2..10): native ZGEMM costs about 4 passes' worth
-#: of time per gate (permutation, GEMM, Python) and runs small-k ZGEMMs at ~35 GFLOP/s; the INT8
-#: scheme I path costs ~120 passes a gate (split, slice products, accumulation over s ~ 9 slices)
-#: and ~1.8 GFLOP/s of emulated ZGEMM; scheme II (CRT) ~390 passes and ~5 GFLOP/s. States
-#: whose two buffers fit in a 32 MB last-level cache see about 4x the bandwidth (a 16-qubit
-#: brickwork of 4-qubit gates runs fastest unfused under INT8-AUTO: 9 ms a gate).
-#: GPU (H100, ``benchmarks/RESULTS.md``, N = 28): 3.35 TB/s; native ZGEMM 2 passes and
-#: 50 TFLOP/s; scheme I ~20 passes (the INT32 planes) and ~27 TFLOP/s at d >= 10; scheme II
-#: ~17 passes and ~60 TFLOP/s at d = 12.
-COST_MODELS = {
-    ("cpu", "zgemm"): CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8, 32e6, 4e10),
-    ("cpu", "int8"): CostModel(1.0e10, 1.8e9, 120, 2e-4, 8, 32e6, 4e10),
-    ("cpu", "crt"): CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
-    ("gpu", "zgemm"): CostModel(3.35e12, 5.0e13, 2, 1e-5, 10),
-    ("gpu", "int8"): CostModel(3.35e12, 2.7e13, 20, 1e-4, 12),
-    ("gpu", "crt"): CostModel(3.35e12, 6.0e13, 17, 1e-4, 12),
-}
-
-
 def cost_model(device: str, backend: str) -> CostModel:
-    """The :data:`COST_MODELS` entry for a device (``"cpu"``/``"gpu"``) and backend name."""
-    kind, _ = parse_backend(backend)
-    scheme = "zgemm" if kind == "zgemm" else ("crt" if kind.startswith("int8-crt") else "int8")
-    return COST_MODELS[(device, scheme)]
+    """The cost model of ``backend``'s scheme on ``device`` (``"cpu"``/``"gpu"``), from the
+    backend registry (:func:`ozsim.gemm.registry.cost_model`)."""
+    return registry.cost_model(device, backend)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ import numpy as np
 from . import config
 from ._array import to_numpy
 from .errors import InsufficientMemoryError
-from .gemm import GemmInfo, PreparedCRTOperand, PreparedOperand, parse_backend, zgemm
+from .gemm import GemmInfo, registry, zgemm
 from .gemm.ozaki1 import default_workspace_bytes
 
 __all__ = ["StateVector", "available_memory_bytes", "check_memory", "state_bytes"]
@@ -284,9 +284,4 @@ def gemm_prepare(matrix, backend: str):
     INT8 backends (exponents, loss histogram and slices computed once per gate), a
     :class:`~ozsim.gemm.PreparedCRTOperand` for scheme II (norm exponents, loss moments and
     the residues of every modulus computed once per gate), the matrix itself otherwise."""
-    kind, _ = parse_backend(backend)
-    if kind == "zgemm":
-        return matrix
-    if kind.startswith("int8-crt"):
-        return PreparedCRTOperand(matrix)
-    return PreparedOperand(matrix)
+    return registry.parse(backend).scheme.prepare(matrix)

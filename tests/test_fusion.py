@@ -10,12 +10,13 @@ from qiskit.quantum_info import Operator, Statevector
 
 from ozsim import Circuit, gates
 from ozsim.fusion import (
-    COST_MODELS,
     block_matrix,
     choose_max_fused_qubits,
+    cost_model,
     fuse,
     plan_fusion,
 )
+from ozsim.gemm.registry import SCHEMES
 from ozsim.interop.qiskit import from_qiskit, loads_qasm, to_qiskit
 from ozsim.simulator import Simulator
 from ozsim.testing import phase_aligned
@@ -99,11 +100,12 @@ def test_brickwork_qasm_roundtrip_fuses_back():
 
 def test_cost_model_choices():
     qft = from_qiskit(transpile(_qft(16), basis_gates=["h", "cp", "swap"], optimization_level=0))
-    for key, model in COST_MODELS.items():
-        limit = choose_max_fused_qubits(qft, model)
-        assert 2 <= limit <= model.max_limit, key
+    for scheme in SCHEMES:
+        for device, model in scheme.costs.items():
+            limit = choose_max_fused_qubits(qft, model)
+            assert 2 <= limit <= model.max_limit, (scheme.key, device)
     # fusing is what the model prefers over one GEMM per gate on a QFT
-    cpu = COST_MODELS[("cpu", "int8")]
+    cpu = cost_model("cpu", "int8-auto")
     assert choose_max_fused_qubits(qft, cpu) > 1
     res = Simulator(device="cpu").run(qft)
     assert res.metadata["fusion"]["chosen_by"] == "cost model"

@@ -1,0 +1,45 @@
+"""The time model of one gate application that fusion plans with; each scheme's entry in
+:mod:`ozsim.gemm.registry` carries one per device.
+
+A d-qubit gate on N qubits costs ``max(passes * 32 * 2**N / bandwidth, 8 * 2**(N+d) / gemm_rate)
++ overhead`` seconds: the memory traffic of its passes over the state against the flops of the
+ZGEMM ``(2**d x 2**d) @ (2**d x 2**(N-d))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CostModel"]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Time model of one d-qubit gate application (see the module docstring).
+
+    Attributes:
+        bandwidth: memory bandwidth in bytes/s (read + write counted).
+        gemm_rate: ZGEMM rate in flop/s, counting ``8 m n k`` per complex product.
+        passes: passes over the state per gate (a pass reads and writes 16 bytes an amplitude).
+        overhead: fixed seconds per gate (Python, kernel launches).
+        max_limit: largest block size considered.
+        cache_bytes: states whose two buffers fit in this many bytes use ``cache_bandwidth``
+            (a CPU's last-level cache; 0: no such cache level).
+        cache_bandwidth: bytes/s for such states.
+    """
+
+    bandwidth: float
+    gemm_rate: float
+    passes: float
+    overhead: float
+    max_limit: int
+    cache_bytes: float = 0.0
+    cache_bandwidth: float = 0.0
+
+    def gate_time(self, num_qubits: int, d: int) -> float:
+        """Modelled seconds for one d-qubit gate on a ``num_qubits`` state."""
+        cached = 32.0 * 2.0**num_qubits <= self.cache_bytes
+        bandwidth = self.cache_bandwidth if cached else self.bandwidth
+        mem = self.passes * 32.0 * 2.0**num_qubits / bandwidth
+        flops = 8.0 * 2.0 ** (num_qubits + d) / self.gemm_rate
+        return max(mem, flops) + self.overhead

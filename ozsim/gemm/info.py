@@ -1,0 +1,36 @@
+"""What one GEMM did: :class:`GemmInfo`, returned by every backend (no dependencies)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["GemmInfo"]
+
+
+@dataclass(frozen=True)
+class GemmInfo:
+    """What one emulated GEMM did.
+
+    Attributes:
+        backend: the backend asked for.
+        num_splits: slices used (``None`` for native ZGEMM).
+        bits_per_slice: ``b`` (``None`` for native ZGEMM).
+        mean_loss_a, mean_loss_b: mean mantissa loss in bits over the nonzero scalars of each
+            operand at ``num_splits`` (``None`` where not computed: native, or fixed ``s``);
+            for ``int8-crt-auto`` signed and counted against FP64's own accuracy (negative:
+            bits to spare; :mod:`ozsim.gemm.ozaki2`).
+        fallback: INT8-AUTO found no ``s <= 18`` within ``T`` (``int8-crt-auto``: no ``N <= 20``)
+            and ran native ZGEMM.
+        num_moduli: Ozaki scheme II: moduli used (``None`` for the other backends).
+        kept_bits: scheme II: ``(gA, gB)``, the bits a row of A / a column of B keeps below its
+            scaling point (see :mod:`ozsim.gemm.ozaki2`).
+    """
+
+    backend: str
+    num_splits: int | None
+    bits_per_slice: int | None = None
+    mean_loss_a: float | None = None
+    mean_loss_b: float | None = None
+    fallback: bool = False
+    num_moduli: int | None = None
+    kept_bits: tuple[int, int] | None = None

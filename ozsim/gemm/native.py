@@ -1,0 +1,43 @@
+"""Native complex128 GEMM: BLAS through NumPy on the CPU, cuBLAS ZGEMM through CuPy on the GPU.
+
+The baseline every emulated scheme is measured against, and the fallback of the auto backends
+when no slice or moduli count within their range meets ``T``.
+"""
+
+from __future__ import annotations
+
+from ..errors import NonFiniteError
+from .info import GemmInfo
+
+__all__ = ["matmul", "run"]
+
+
+def matmul(a, b, out, xp):
+    """``a @ b`` into ``out`` (or a new array) with the array library's GEMM.
+
+    Args:
+        a: ``(m, k)`` complex128; b: ``(k, n)`` complex128 or a GPU ``GatheredMatrix`` (copied
+            out first); out: ``(m, n)`` complex128 or ``None``; xp: numpy or cupy.
+    """
+    if getattr(b, "_ozsim_gathered", False):  # the state read through offsets: a copy first
+        b = b.materialize()
+    if out is None:
+        return xp.matmul(a, b)
+    return xp.matmul(a, b, out=out)
+
+
+def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
+    """The registry's entry point for ``zgemm``: see :func:`ozsim.gemm.zgemm`.
+
+    Raises:
+        NonFiniteError: NaN or Inf in an operand (with ``check_finite``).
+    """
+    mat = getattr(a, "matrix", a)
+    if check_finite and not (bool(xp.isfinite(mat).all()) and bool(xp.isfinite(b).all())):
+        raise NonFiniteError("GEMM operand has NaN or Inf entries")
+    return matmul(mat, b, out, xp), GemmInfo(backend.name, None)
+
+
+def prepare(matrix):
+    """Native ZGEMM needs no preparation: the matrix itself."""
+    return matrix

@@ -1,0 +1,61 @@
+"""Scheme I's entry in the backend registry: ``int8x{s}`` and ``int8-auto``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..info import GemmInfo
+from ..native import matmul
+from .scheme import (
+    MAX_SPLITS,
+    PreparedOperand,
+    _block_columns,
+    analyse_rows,
+    bits_per_slice,
+    choose_num_splits,
+    default_workspace_bytes,
+    int8_zgemm,
+    mean_loss,
+)
+
+__all__ = ["prepare", "run"]
+
+
+def prepare(matrix) -> PreparedOperand:
+    """The gate operand, analysed once (exponents, loss histogram; slices cached per ``s``)."""
+    return PreparedOperand(matrix)
+
+
+def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
+    """``int8x{s}`` (``backend.count`` slices) or ``int8-auto`` (INT8-AUTO at threshold ``T``).
+
+    Args: as :func:`ozsim.gemm.zgemm`; ``backend`` is the parsed name
+    (:class:`ozsim.gemm.registry.Backend`). NaN/Inf are always detected while scaling.
+
+    Returns:
+        ``(C, GemmInfo)``.
+    """
+    if getattr(b, "_ozsim_gathered", False):
+        b = b.materialize()  # only scheme II's GPU kernels read through offset tables
+    prep = a if isinstance(a, PreparedOperand) else None
+    mat = getattr(a, "matrix", a)
+    bits = bits_per_slice(mat.shape[1])
+    if backend.count is not None:
+        c = int8_zgemm(prep if prep is not None else mat, b, backend.count, out=out,
+                       workspace_bytes=workspace_bytes)
+        return c, GemmInfo(backend.name, backend.count, bits)
+    prep = prep if prep is not None else PreparedOperand(mat)
+    n = b.shape[1]
+    if xp is np:
+        ws = default_workspace_bytes(xp) if workspace_bytes is None else workspace_bytes
+        eB, hist_b = analyse_rows(b.T, _block_columns(n, mat.shape[1], MAX_SPLITS, ws))
+    else:  # pragma: no cover - GPU: one fused kernel, histogram returned as NumPy
+        from .cuda import analyse
+
+        eB, hist_b = analyse(b.T)
+    s = choose_num_splits(prep.histogram, hist_b, bits, T)
+    if s is None:
+        return matmul(mat, b, out, xp), GemmInfo(backend.name, None, bits, fallback=True)
+    info = GemmInfo(backend.name, s, bits, mean_loss(prep.histogram, s, bits),
+                    mean_loss(hist_b, s, bits))
+    return int8_zgemm(prep, b, s, b_exponents=eB, out=out, workspace_bytes=workspace_bytes), info

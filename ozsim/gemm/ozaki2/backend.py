@@ -1,0 +1,31 @@
+"""Scheme II's entry in the backend registry: ``int8-crt{N}`` and ``int8-crt-auto``."""
+
+from __future__ import annotations
+
+from ..info import GemmInfo
+from ..native import matmul
+from .scheme import PreparedCRTOperand, crt_zgemm
+
+__all__ = ["prepare", "run"]
+
+
+def prepare(matrix) -> PreparedCRTOperand:
+    """The gate operand, analysed once (norm exponents, loss moments; residues cached)."""
+    return PreparedCRTOperand(matrix)
+
+
+def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
+    """``int8-crt{N}`` (``backend.count`` moduli) or ``int8-crt-auto`` (threshold ``T``).
+
+    Args: as :func:`ozsim.gemm.zgemm`; ``backend`` is the parsed name. NaN/Inf are always
+    detected while scaling.
+
+    Returns:
+        ``(C, GemmInfo)``; native ZGEMM (a fallback) when the auto choice finds no ``N <= 20``.
+    """
+    c, plan = crt_zgemm(a, b, backend.count, T=T, out=out, workspace_bytes=workspace_bytes)
+    if plan is None:
+        return matmul(getattr(a, "matrix", a), b, out, xp), GemmInfo(backend.name, None,
+                                                                      fallback=True)
+    return c, GemmInfo(backend.name, None, None, plan.mean_loss_a, plan.mean_loss_b,
+                       num_moduli=plan.num_moduli, kept_bits=(plan.bits_a, plan.bits_b))

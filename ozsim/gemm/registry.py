@@ -1,0 +1,239 @@
+"""The one list of GEMM backends: every scheme, its names, devices, costs and accuracy knobs.
+
+Name parsing (:func:`parse`), ``ozsim info``, ``ozsim check --backends all``, the CLI help and
+fusion's cost model (:func:`cost_model`) all read :data:`SCHEMES`. Adding a scheme is one module
+(or package) with ``run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes) ->
+(C, GemmInfo)`` and ``prepare(matrix)``, plus one :class:`Scheme` entry here.
+
+=================  ================================================================================
+``zgemm``          native complex128 GEMM (BLAS on the CPU, cuBLAS on the GPU)
+``int8x{s}``       Ozaki scheme I over INT8 with ``s`` = 3..18 slices ([ozIMMU] Alg. 3-4, Sec. 4.4)
+``int8-auto``      INT8-AUTO: the fewest slices whose mean mantissa loss is ``<= T`` bits
+``int8-crt{N}``    Ozaki scheme II over INT8 with ``N`` = 2..20 moduli (3N INT8 GEMMs, Karatsuba)
+``int8-crt-auto``  scheme II with the fewest moduli whose mean loss is ``<= T`` bits
+=================  ================================================================================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from . import native
+from .cost import CostModel
+from .ozaki1 import MAX_SPLITS, MIN_SPLITS
+from .ozaki1 import backend as ozaki1_backend
+from .ozaki2 import MAX_MODULI, MIN_MODULI
+from .ozaki2 import backend as ozaki2_backend
+
+__all__ = ["SCHEMES", "Backend", "BackendName", "Scheme", "all_names", "cost_model", "help_text",
+           "parse"]
+
+
+@dataclass(frozen=True)
+class BackendName:
+    """One name pattern of a scheme.
+
+    Attributes:
+        pattern: the name, with ``{s}``/``{N}`` standing for the count where it takes one
+            (``"int8x{s}"``), else the literal name (``"int8-auto"``).
+        kind: the legacy kind :func:`ozsim.gemm.parse_backend` returns (``"int8"`` for
+            ``int8x{s}``, else the name).
+        summary: one line for ``ozsim info`` and the CLI help.
+        counts: ``(lo, hi)``, the inclusive range of the count, or ``None`` without one.
+        count_name: what the count is (``"splits"``, ``"moduli"``).
+        auto: the backend reads the threshold ``T`` (bits of mean mantissa loss).
+        check_count: the count ``ozsim check --backends all`` runs this pattern with.
+    """
+
+    pattern: str
+    kind: str
+    summary: str
+    counts: tuple[int, int] | None = None
+    count_name: str = ""
+    auto: bool = False
+    check_count: int | None = None
+
+    @property
+    def regex(self) -> re.Pattern:
+        text = re.escape(self.pattern)
+        if self.counts is not None:
+            text = re.sub(r"\\\{\w+\\\}", r"(\\d+)", text)
+        return re.compile(text)
+
+    def display(self) -> str:
+        """``"int8x{s}, s = 3..18"`` or the plain name."""
+        if self.counts is None:
+            return self.pattern
+        sym = re.search(r"\{(\w+)\}", self.pattern).group(1)
+        return f"{self.pattern}, {sym} = {self.counts[0]}..{self.counts[1]}"
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One GEMM scheme.
+
+    Attributes:
+        key: short identifier (``"native"``, ``"ozaki1"``, ``"ozaki2"``).
+        title: one line.
+        names: its :class:`BackendName` patterns.
+        devices: where it runs (``"cpu"``, ``"gpu"``).
+        costs: device -> :class:`~ozsim.gemm.cost.CostModel` for fusion (calibration below).
+        accuracy: its accuracy knobs, one line.
+        reference: the paper and section of the algorithm.
+        run: ``run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes) -> (C, info)``.
+        prepare: ``prepare(matrix)``: the gate operand for repeated products.
+    """
+
+    key: str
+    title: str
+    names: tuple[BackendName, ...]
+    devices: tuple[str, ...]
+    costs: Mapping[str, CostModel]
+    accuracy: str
+    reference: str
+    run: Callable = field(repr=False)
+    prepare: Callable = field(repr=False)
+
+
+# Cost models, calibrated on measured runs (2026-11-22):
+# CPU (2-core x86 CI-class machine, NumPy/OpenBLAS; benchmarks/fusion_bench.py and 20-qubit
+# quantum-volume runs at every limit 2..10): native ZGEMM costs about 4 passes' worth of time per
+# gate (permutation, GEMM, Python) and runs small-k ZGEMMs at ~35 GFLOP/s; scheme I ~120 passes
+# a gate (split, slice products, accumulation over s ~ 9 slices) and ~1.8 GFLOP/s of emulated
+# ZGEMM; scheme II ~390 passes and ~5 GFLOP/s. States whose two buffers fit in a 32 MB
+# last-level cache see about 4x the bandwidth.
+# GPU (H100, N = 28, benchmarks/RESULTS.md): 3.35 TB/s; native ZGEMM 2 passes and 50 TFLOP/s;
+# scheme I ~20 passes (the INT32 planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
+# ~60 TFLOP/s at d = 12.
+SCHEMES: tuple[Scheme, ...] = (
+    Scheme(
+        key="native",
+        title="native complex128 GEMM: BLAS through NumPy on the CPU, cuBLAS ZGEMM on the GPU",
+        names=(BackendName("zgemm", "zgemm", "native complex128 GEMM (the baseline)"),),
+        devices=("cpu", "gpu"),
+        costs={"cpu": CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8, 32e6, 4e10),
+               "gpu": CostModel(3.35e12, 5.0e13, 2, 1e-5, 10)},
+        accuracy="FP64 rounding of the BLAS; no knobs",
+        reference="BLAS / cuBLAS zgemm",
+        run=native.run,
+        prepare=native.prepare,
+    ),
+    Scheme(
+        key="ozaki1",
+        title="Ozaki scheme I over INT8 (ozIMMU): slices, exact INT8 products, FP64 sums",
+        names=(
+            BackendName("int8x{s}", "int8", "scheme I with s INT8 slices: 2s(s+1) INT8 GEMMs",
+                        (MIN_SPLITS, MAX_SPLITS), "splits", check_count=9),
+            BackendName("int8-auto", "int8-auto", "INT8-AUTO: fewest slices with mean mantissa "
+                        "loss <= T bits (native ZGEMM if none <= 18)", auto=True),
+        ),
+        devices=("cpu", "gpu"),
+        costs={"cpu": CostModel(1.0e10, 1.8e9, 120, 2e-4, 8, 32e6, 4e10),
+               "gpu": CostModel(3.35e12, 2.7e13, 20, 1e-4, 12)},
+        accuracy="s slices keep 7s bits; int8-auto: T = mean mantissa loss in bits (>= 0)",
+        reference="Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU), Alg. 3-4 and Sec. 4.4",
+        run=ozaki1_backend.run,
+        prepare=ozaki1_backend.prepare,
+    ),
+    Scheme(
+        key="ozaki2",
+        title="Ozaki scheme II over INT8: CRT over INT8 moduli, Karatsuba complex products",
+        names=(
+            BackendName("int8-crt{N}", "int8-crt", "scheme II with N moduli: 3N INT8 GEMMs and a "
+                        "CRT reconstruction", (MIN_MODULI, MAX_MODULI), "moduli", check_count=14),
+            BackendName("int8-crt-auto", "int8-crt-auto", "fewest moduli with mean loss <= T "
+                        "bits against FP64 (native ZGEMM if none <= 20)", auto=True),
+        ),
+        devices=("cpu", "gpu"),
+        costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
+               "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12)},
+        accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
+                 "T = 0 no worse than FP64 on Ozaki's inputs",
+        reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",
+        run=ozaki2_backend.run,
+        prepare=ozaki2_backend.prepare,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A parsed backend name.
+
+    Attributes:
+        name: the canonical (lower-case) name, e.g. ``"int8x9"``.
+        scheme: its :class:`Scheme`.
+        pattern: the :class:`BackendName` it matched.
+        count: slices or moduli for a fixed-count name, else ``None``.
+    """
+
+    name: str
+    scheme: Scheme
+    pattern: BackendName
+    count: int | None
+
+    @property
+    def kind(self) -> str:
+        return self.pattern.kind
+
+    @property
+    def auto(self) -> bool:
+        return self.pattern.auto
+
+
+def help_text() -> str:
+    """``"zgemm, int8x{s} with s = 3..18, ..."``: every name, for messages and the CLI help."""
+    return ", ".join(p.display().replace(", ", " with ", 1) for s in SCHEMES for p in s.names)
+
+
+def parse(name: str) -> Backend:
+    """Parse a backend name (case and surrounding blanks ignored).
+
+    Raises:
+        TypeError: ``name`` is not a string.
+        ValueError: an unknown name, or a count outside the pattern's range (the message gives
+            the range).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"backend must be a string, got {type(name).__name__}")
+    text = name.strip().lower()
+    for scheme in SCHEMES:
+        for pat in scheme.names:
+            m = pat.regex.fullmatch(text)
+            if not m:
+                continue
+            count = None
+            if pat.counts is not None:
+                count = int(m.group(1))
+                lo, hi = pat.counts
+                if not lo <= count <= hi:
+                    raise ValueError(f"backend {name!r}: the number of {pat.count_name} must be "
+                                     f"in {lo}..{hi}")
+            return Backend(text, scheme, pat, count)
+    raise ValueError(f"unknown backend {name!r}; expected {help_text()}")
+
+
+def all_names() -> list[str]:
+    """One name per pattern, as ``ozsim check --backends all`` runs them (fixed-count patterns
+    at their ``check_count``)."""
+    out = []
+    for scheme in SCHEMES:
+        for pat in scheme.names:
+            out.append(pat.pattern if pat.counts is None else
+                       re.sub(r"\{\w+\}", str(pat.check_count), pat.pattern))
+    return out
+
+
+def cost_model(device: str, backend: str) -> CostModel:
+    """Fusion's :class:`~ozsim.gemm.cost.CostModel` for ``device`` (``"cpu"``/``"gpu"``) and a
+    backend name.
+
+    Raises:
+        ValueError: an unknown backend, or a scheme that does not run on ``device``.
+    """
+    b = parse(backend)
+    if device not in b.scheme.costs:
+        raise ValueError(f"backend {backend!r} does not run on {device!r}")
+    return b.scheme.costs[device]
