@@ -1,8 +1,11 @@
-"""Circuit benchmark on the GPU: brickwork random-unitary circuits through ozsim.Simulator.
+"""Brickwork random-unitary circuits end to end on the GPU through ozsim.Simulator (scheme I).
 
 Run from the repository root on a machine with an NVIDIA GPU and CuPy::
 
-    PYTHONPATH=. python3 benchmarks/circuit_bench.py --json benchmarks/results/circuit_bench.json
+    PYTHONPATH=. python3 benchmarks/circuit_bench.py
+
+writes ``benchmarks/results/circuit_bench-<gpu>-<date>.json`` (``--json`` overrides). Scheme II
+(``int8-crt-auto``) on the same kind of circuits: ``crt_bench.py --circuit-d ...``.
 
 For each N (qubits) and d (gate size) one brickwork circuit of ``--depth`` layers of Haar-random
 d-qubit gates (:func:`ozsim.gates.brickwork`; fusion off, so every gate is one GEMM as in the
@@ -18,35 +21,20 @@ host work) is taken for one large case.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import platform
 import sys
 import time
 
-import numpy as np
+from _common import (cupy, device_tag, free_gpu_memory, gpu_helper, gpu_name, result_path,
+                     write_json)
 
 BACKENDS = (("zgemm", 1.0), ("int8-auto", 0.0), ("int8-auto", 1.0))
 
 
 def brickwork(num_qubits, depth, d, seed):
-    """ozsim.gates.brickwork, or the same construction here if that module is absent."""
-    try:
-        from ozsim.gates import brickwork as bw
+    from ozsim.gates import brickwork as bw
 
-        return bw(num_qubits, depth, gate_qubits=d, seed=seed)
-    except ImportError:  # pragma: no cover - older checkouts
-        from ozsim import Circuit
-
-        rng = np.random.default_rng(seed)
-        circ = Circuit(num_qubits, name=f"brickwork_n{num_qubits}_d{d}_L{depth}")
-        for layer in range(depth):
-            off = 0 if layer % 2 == 0 else d // 2
-            for s0 in range(off, num_qubits - d + 1, d):
-                z = rng.standard_normal((1 << d,) * 2) + 1j * rng.standard_normal((1 << d,) * 2)
-                q, r = np.linalg.qr(z / np.sqrt(2))
-                circ.unitary(q * (np.diag(r) / np.abs(np.diag(r))), tuple(range(s0, s0 + d)))
-        return circ
+    return bw(num_qubits, depth, gate_qubits=d, seed=seed)
 
 
 def amplitude0(result) -> complex:
@@ -67,14 +55,12 @@ def main(argv=None) -> int:
     p.add_argument("--d", default="2,4,6,8,10")
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--stages", default="28,6", help="N,d of the per-stage breakdown ('' skips)")
-    p.add_argument("--json", default="benchmarks/results/circuit_bench.json")
+    p.add_argument("--json", default=None,
+                   help="output (default benchmarks/results/circuit_bench-<gpu>-<date>.json)")
     args = p.parse_args(argv)
-    import cupy as cp
-
-    from ozsim.gemm import _cuda
-
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    cp = cupy()
+    gpu = gpu_name()
+    path = args.json or result_path("circuit_bench", device_tag(gpu))
     print(f"GPU {gpu}, CuPy {cp.__version__}; brickwork depth {args.depth}, fusion off")
     print(f"{'N':>3} {'d':>3} {'gates':>5} {'backend':>12} {'s/circuit':>10} {'ms/gate':>9} "
           f"{'splits':>22} {'rel err Re<0|psi>':>18}")
@@ -85,9 +71,7 @@ def main(argv=None) -> int:
     stages = None
 
     def save():  # after every circuit, so that a run cut short keeps what it measured
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows, "stages": stages}, f, indent=1)
+        write_json(path, {"meta": meta, "rows": rows, "stages": stages})
 
     for N in map(int, args.qubits.split(",")):
         for d in map(int, args.d.split(",")):
@@ -119,12 +103,12 @@ def main(argv=None) -> int:
                       f"{row['ms_per_gate']:9.2f} {spl:>22} {err:18.2e}", flush=True)
                 save()
                 del res
-                cp.get_default_memory_pool().free_all_blocks()
+                free_gpu_memory()
     if args.stages:
         N, d = map(int, args.stages.split(","))
         circ = brickwork(N, args.depth, d, seed=1000 * N + d)
         run_one(brickwork(max(d, N - 4), args.depth, d, seed=1), "int8-auto", 1.0)
-        with _cuda.profile_stages() as st:
+        with gpu_helper("profile_stages")() as st:
             res = run_one(circ, "int8-auto", 1.0)
         wall = res.metadata["wall_time_s"] * 1e3
         stages = {"N": N, "d": d, "backend": "int8-auto T=1", "wall_ms": wall,
@@ -134,7 +118,7 @@ def main(argv=None) -> int:
               + ", ".join(f"{k} {v:.1f} ms" for k, v in st.items())
               + f"; other (permutations, gate upload, host) {stages['other_ms']:.1f} ms")
     save()
-    print(f"wrote {args.json}")
+    print(f"wrote {path}")
     return 0
 
 

@@ -1,32 +1,38 @@
-"""Ozaki scheme II (``int8-crt{N}``, ``int8-crt-auto``) against cuBLAS ZGEMM on the GPU.
+"""Ozaki scheme II (``int8-crt{N}``, ``int8-crt-auto``) against cuBLAS ZGEMM on the GPU: by input
+spread, number of moduli and threshold T, stage by stage, and on brickwork circuits.
 
 Run from the repository root on a machine with an NVIDIA GPU and CuPy::
 
-    PYTHONPATH=. python3 benchmarks/crt_bench.py --json benchmarks/results/crt_bench.json
+    PYTHONPATH=. python3 benchmarks/crt_bench.py --square "" --state-d "" \
+        --circuit-d 8,9,10,11,12 --fixed "" --T 0,1
 
-Sections (each row: median of ``--reps`` timed runs after one warm-up, CUDA events around the
-whole ``zgemm`` call, both operands' analysis and residues included):
+writes ``benchmarks/results/crt_bench-<gpu>-<date>.json`` (``--json`` overrides). ``gemm_bench.py
+--crt ...`` gives the same GEMM rows beside scheme I; this script adds what is particular to
+scheme II:
 
 - square ``n x n x n`` (default 4096, 8192, 16384), Ozaki inputs ``(rand - 0.5) exp(phi randn)``
-  with each ``--phi`` (default 1, as ``gemm_bench.py``): cuBLAS ZGEMM (CuPy matmul), ``int8-crt-auto`` at each
-  ``--T`` and ``int8-crt{N}`` for each ``--fixed`` N. TFLOP/s = ``8 n**3 / t``; ``max rel err`` over
-  64 sampled entries (8 rows x 8 columns) against the exact product
-  (:func:`ozsim.testing.exact_zgemm`, integer arithmetic on the host, computed once per shape).
-- per-stage breakdown (CUDA events: analyse / residues A / residues B / INT8 GEMMs / reduce /
-  CRT) of one scheme II run per square shape.
+  for each ``--phi`` (the exponent spread decides how many moduli ``int8-crt-auto`` needs):
+  cuBLAS ZGEMM, ``int8-crt-auto`` at each ``--T`` and ``int8-crt{N}`` for each ``--fixed`` N.
+  Each row: median of ``--reps`` timed runs after one warm-up, CUDA events around the whole
+  ``zgemm`` call (both operands' analysis and residues included); TFLOP/s = ``8 n**3 / t``;
+  ``max rel err`` over 64 sampled entries (8 rows x 8 columns) against the exact product
+  (:func:`ozsim.testing.exact_zgemm`, integer arithmetic on the host).
+- per-stage breakdown (CUDA events: analyse / residues / INT8 products / reduce / CRT) of one
+  scheme II run per square shape (``--stages``).
 - state-vector GEMMs: a Haar ``2**d x 2**d`` gate times a Gaussian ``2**d x 2**(N-d)`` state.
-- ``--fused 0,3,auto`` runs every scheme II row once per ``OZSIM_CRT_FUSED`` mode: cuBLAS
-  products + ``crt_reduce`` (0), the fused products of ``ozsim.gemm._crt_wgmma`` forced (1 or 3:
-  ``+f``/``+f3``; 4, the direct form: ``+f4``), the default choice (auto, ``+a``).
+- ``--fused 0,3,auto`` runs every scheme II row once per ``OZSIM_CRT_FUSED`` value: cuBLAS
+  products + a reduction kernel (0), the fused products kernel of ``ozsim.gemm.ozaki2.wgmma``
+  forced (1 or 3: ``+f``/``+f3``; 4, its direct form: ``+f4``), the default choice (auto, ``+a``).
+  Every value gives the same bits.
 - brickwork circuits (``ozsim.gates.brickwork``, depth 4, fusion off: one GEMM per gate) through
   ``Simulator``: wall time of the second run of the circuit (the first compiles kernels and
-  tunes cuBLASLt for its shapes) and the relative error of Re<0|psi> against the zgemm run.
+  tunes cuBLASLt for its shapes), the speed-up against the zgemm backend in the same run and the
+  relative error of Re<0|psi> against the zgemm run.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -34,13 +40,13 @@ import time
 
 import numpy as np
 
-
-from gemm_bench import _cupy as _cp  # noqa: E402  (benchmarks/ is on sys.path as a script)
-from gemm_bench import gpu_name, square_inputs, state_inputs, timed  # noqa: E402
+from _common import (cupy, device_tag, free_gpu_memory, gpu_helper, gpu_name, last_stats,
+                     result_path, timed, write_json)
+from gemm_bench import square_inputs, state_inputs
 
 
 #: ``--fused`` modes: scheme II rows are run once per mode (``OZSIM_CRT_FUSED``), labelled with
-#: :data:`_MODE_SUFFIX` (``auto``: fused where ``kpad <= _cuda_crt.FUSED_MAX_K``).
+#: :data:`_MODE_SUFFIX` (``auto``: fused where measured faster).
 FUSED_MODES = ["auto"]
 
 
@@ -61,8 +67,8 @@ def _label(backend, T, mode):
 
 def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):
     """Time each backend on ``a @ b``; rows of dicts (also printed)."""
-    cp = _cp()
-    from ozsim.gemm import _cuda, _cuda_crt, zgemm
+    cp = cupy()
+    from ozsim.gemm import zgemm
     from ozsim.testing import exact_zgemm, max_relative_error
 
     m, k = a.shape
@@ -93,13 +99,13 @@ def bench_gemm(label, a, b, backends, reps, rng, stages_backend=None):
                "moduli": gi.num_moduli, "kept_bits": gi.kept_bits, "fallback": gi.fallback,
                "mean_loss": [gi.mean_loss_a, gi.mean_loss_b], "max_rel_err": err}
         if gi.num_moduli:
-            row["stats"] = dict(_cuda_crt.last_stats)
+            row["stats"] = last_stats(2)
         result.append(row)
         print(_fmt(row), flush=True)
     if stages_backend:
         backend, T = stages_backend
         os.environ["OZSIM_CRT_FUSED"] = FUSED_MODES[-1]
-        with _cuda.profile_stages() as st:
+        with gpu_helper("profile_stages")() as st:
             _, gi = zgemm(a, b, backend=backend, T=1.0 if T is None else T, out=out,
                           return_info=True)
         cp.cuda.Device().synchronize()
@@ -149,7 +155,7 @@ def bench_circuits(num_qubits, ds, depth, ts, fixed):
                   f"x{row['speedup']:5.2f} fallbacks {md['fallbacks']} "
                   f"relerr(Re<0|psi>) {rel:.1e}", flush=True)
             del res
-            _cp().get_default_memory_pool().free_all_blocks()
+            free_gpu_memory()
     return rows
 
 
@@ -171,11 +177,13 @@ def main(argv=None) -> int:
                    help="OZSIM_CRT_FUSED modes for the scheme II rows, comma-separated: "
                    "0 (cuBLAS products + reduce), 1 or 3 (fused wgmma kernel), "
                    "4 (its direct form), auto (the default choice)")
-    p.add_argument("--json", default="benchmarks/results/crt_bench.json")
+    p.add_argument("--json", default=None,
+                   help="output (default benchmarks/results/crt_bench-<gpu>-<date>.json)")
     args = p.parse_args(argv)
     FUSED_MODES[:] = [x for x in args.fused.split(",") if x]
-    cp = _cp()
+    cp = cupy()
     gpu = gpu_name()
+    path = args.json or result_path("crt_bench", device_tag(gpu))
     ts = [float(x) for x in args.T.split(",") if x]
     fixed = [int(x) for x in args.fixed.split(",") if x]
     meta = {"gpu": gpu, "cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
@@ -183,10 +191,8 @@ def main(argv=None) -> int:
             "command": " ".join(sys.argv), "reps": args.reps, "flops": "8 m n k"}
     out = {"meta": meta, "square": [], "state": [], "circuits": []}
 
-    def save():
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1, default=str)
+    def save():  # after every shape, so that a run cut short keeps what it measured
+        write_json(path, out)
 
     print(f"GPU {gpu}, CuPy {cp.__version__}, CUDA runtime {meta['cuda_runtime']}", flush=True)
     rng = np.random.default_rng(0)
@@ -200,7 +206,7 @@ def main(argv=None) -> int:
                                         args.reps, rng, stages)
             save()
             del a, b
-            cp.get_default_memory_pool().free_all_blocks()
+            free_gpu_memory()
     for d in [int(x) for x in args.state_d.split(",") if x]:
         gate, state = state_inputs(args.state_qubits, d, seed=100 + d)
         out["state"] += bench_gemm(f"N={args.state_qubits} d={d}", gate, state,
@@ -208,20 +214,20 @@ def main(argv=None) -> int:
                                    ("int8-crt-auto", 1.0) if d in (8, 12) else None)
         save()
         del gate, state
-        cp.get_default_memory_pool().free_all_blocks()
+        free_gpu_memory()
     cds = [int(x) for x in args.circuit_d.split(",") if x]
     if cds:
         out["circuits"] = bench_circuits(args.circuit_qubits, cds, args.depth, ts, fixed[-1:])
     try:
-        from ozsim.gemm import _cublaslt
+        from ozsim.gemm.ozaki1 import cublaslt
 
-        out["cublaslt_tuning"] = _cublaslt.tuning_log()
+        out["cublaslt_tuning"] = cublaslt.tuning_log()
         for key, times, choice in out["cublaslt_tuning"]:
             print(f"  cuBLASLt tuning {key}: {choice} of {times}", flush=True)
     except ImportError:
         pass
     save()
-    print(f"wrote {args.json}")
+    print(f"wrote {path}")
     return 0
 
 

@@ -1,9 +1,10 @@
 """CPU benchmark of gate fusion: 20-qubit QFT and quantum-volume circuits, with and without
 fusion, for native ZGEMM and INT8-AUTO, beside Qiskit Aer's statevector simulator in the same run.
 
-    python benchmarks/fusion_bench.py [--qubits 20] [--repeat 3] [--json benchmarks/results/fusion_cpu.json]
+    python benchmarks/fusion_bench.py [--qubits 20] [--repeat 3]
 
-Prints a table (median wall seconds over --repeat runs) and writes JSON. Aer is timed on the same
+Prints a table (median wall seconds over --repeat runs) and writes
+``benchmarks/results/fusion_bench-cpu-<date>.json`` (``--json`` overrides). Aer is timed on the same
 circuits (its own fusion on, its default threads), from ``run`` to ``result()``, statevector saved.
 The ozsim and Aer states are compared (fidelity) so a fast wrong answer cannot hide.
 """
@@ -11,12 +12,10 @@ The ozsim and Aer states are compared (fidelity) so a fast wrong answer cannot h
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 from qiskit import transpile
@@ -24,6 +23,7 @@ from qiskit.circuit.library import quantum_volume
 from qiskit.synthesis.qft import synth_qft_full
 from qiskit_aer import AerSimulator
 
+from _common import result_path, write_json
 from ozsim.interop.qiskit import from_qiskit
 from ozsim.simulator import Simulator
 
@@ -60,7 +60,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--qubits", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json", default="benchmarks/results/fusion_cpu.json")
+    ap.add_argument("--json", default=None,
+                    help="output (default benchmarks/results/fusion_bench-cpu-<date>.json)")
     ap.add_argument("--max-unfused-int8-gates", type=int, default=500,
                     help="skip int8-auto without fusion on circuits with more gates (slow on CPU)")
     args = ap.parse_args()
@@ -93,11 +94,10 @@ def main() -> None:
         print(f"{r['circuit']:10} {r['engine']:18} {r.get('fusion', 'aer'):8} {r['gates']:>6} "
               f"{r['blocks'] if r['blocks'] is not None else '':>6} {r['seconds']:>9.3f} "
               f"{r['seconds'] / aer_t[r['circuit']]:>6.1f}x {1 - r['fidelity']:>10.1e}")
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": platform.machine(), "cores": os.cpu_count(),
-                               "date": time.strftime("%Y-%m-%d"), "rows": rows}, indent=1,
-                              default=str))
+    out = write_json(args.json or result_path("fusion_bench", "cpu"),
+                     {"machine": platform.machine(), "cores": os.cpu_count(),
+                      "date": time.strftime("%Y-%m-%d"), "command": "fusion_bench.py "
+                      f"--qubits {args.qubits} --repeat {args.repeat}", "rows": rows})
     print(f"wrote {out}")
 
 

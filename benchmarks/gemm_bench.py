@@ -1,13 +1,19 @@
-"""GEMM benchmark on the GPU: cuBLAS ZGEMM against Ozaki scheme I over INT8 (int8x{s}, int8-auto).
+"""Emulated ZGEMM against cuBLAS ZGEMM on the GPU, by size: every backend, speed-up and error.
 
 Run from the repository root on a machine with an NVIDIA GPU and CuPy::
 
-    PYTHONPATH=. python3 benchmarks/gemm_bench.py --json benchmarks/results/gemm_bench.json
+    PYTHONPATH=. python3 benchmarks/gemm_bench.py --square 8192,16384 --state-d 6,10,12 \
+        --splits 6,8,10,12 --crt int8-crt14,int8-crt16,int8-crt-auto:T=0,int8-crt-auto:T=1
+
+writes ``benchmarks/results/gemm_bench-<gpu>-<date>.json`` (``--json`` overrides).
 
 Shapes: square ``n x n x n`` (default n = 2048, 4096, 8192) and state-vector shapes: a
 ``2**d x 2**d`` gate times a ``2**d x 2**(N-d)`` state (m = k = 2**d, n = 2**(N-d)).
+Backends: cuBLAS ZGEMM, Ozaki scheme I (``int8x{s}`` for each ``--splits``, ``int8-auto``) and,
+with ``--crt``, Ozaki scheme II (``int8-crt{N}``, ``int8-crt-auto:T=...``).
 
-Reported per shape and backend (medians of ``--reps`` timed runs after one warm-up, CUDA events):
+Reported per shape and backend (medians of ``--reps`` timed runs after one warm-up, CUDA events
+around the whole ``zgemm`` call: analysis and splitting or residues of both operands included):
 
 - ``TFLOP/s``: ``8 m n k`` / time (the complex product's real flops).
 - ``R``: the INT8 rate measured in the same run for the shape of one slice product: one
@@ -23,52 +29,22 @@ Reported per shape and backend (medians of ``--reps`` timed runs after one warm-
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import platform
-import statistics
 import sys
 import time
 
 import numpy as np
 
-
-def _cupy():
-    import cupy as cp
-
-    return cp
-
-
-def gpu_name(device: int = 0) -> str:
-    """The CUDA device's name as CuPy reports it."""
-    name = _cupy().cuda.runtime.getDeviceProperties(device)["name"]
-    return name.decode() if isinstance(name, bytes) else name
-
-
-def timed(fn, reps: int, warmup: int = 1) -> float:
-    """Median seconds of ``fn()`` over ``reps`` runs after ``warmup`` runs (CUDA events)."""
-    cp = _cupy()
-    for _ in range(warmup):
-        fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
-    return statistics.median(times)
+from _common import (cupy, device_tag, free_gpu_memory, gpu_helper, gpu_name, last_stats,
+                     result_path, timed, write_json)
 
 
 def int8_rate(m: int, k: int, n: int, reps: int, kmul: int = 1) -> float:
     """Integer ops/s of one INT8 TN GEMM ``(2n) x (2m) x (kmul * kpad)`` (random data)."""
-    cp = _cupy()
-    from ozsim.gemm import _cuda
-
-    kp = _cuda.padded_k(k) * kmul
-    mp, nbp = _cuda.padded_rows(m), _cuda.padded_rows(n)
+    cp = cupy()
+    gemm_tn = gpu_helper("_gemm_tn")
+    kp = gpu_helper("padded_k")(k) * kmul
+    mp, nbp = gpu_helper("padded_rows")(m), gpu_helper("padded_rows")(n)
     rs = cp.random.RandomState(1)
     a = rs.randint(-127, 128, size=(2 * nbp, kp), dtype=np.int8)
     b = rs.randint(-127, 128, size=(2 * mp, kp), dtype=np.int8)
@@ -76,8 +52,7 @@ def int8_rate(m: int, k: int, n: int, reps: int, kmul: int = 1) -> float:
     handle = cp.cuda.device.get_cublas_handle()
 
     def run():
-        _cuda._gemm_tn(handle, 2 * nbp, 2 * mp, kp, a.data.ptr, kp, b.data.ptr, kp, c.data.ptr,
-                       2 * nbp)
+        gemm_tn(handle, 2 * nbp, 2 * mp, kp, a.data.ptr, kp, b.data.ptr, kp, c.data.ptr, 2 * nbp)
 
     t = timed(run, reps)
     return 2.0 * (2 * m) * (2 * n) * kp / t
@@ -94,9 +69,10 @@ def sampled_error(c, a_host_rows, b_host_cols, rows, cols) -> float:
 
 def bench_shape(label, a, b, backends, reps, rng, stages=False):
     """Time every backend on ``a @ b``; returns a list of row dicts."""
-    cp = _cupy()
-    from ozsim.gemm import _cuda, zgemm
+    cp = cupy()
+    from ozsim.gemm import zgemm
 
+    padded_k = gpu_helper("padded_k")
     m, k = a.shape
     n = b.shape[1]
     flops = 8.0 * m * n * k
@@ -130,26 +106,27 @@ def bench_shape(label, a, b, backends, reps, rng, stages=False):
         }
         s = info.get("s")
         if backend != "zgemm" and s:
-            ceiling = 2.0 * R / (s * (s + 1)) * k / _cuda.padded_k(k)
+            ceiling = 2.0 * R / (s * (s + 1)) * k / padded_k(k)
             row["ceiling_tflops"] = ceiling / 1e12
             row["pct_of_ceiling"] = 100.0 * (flops / t) / ceiling
-            row["workspace_bytes"] = _cuda.last_stats.get("workspace_bytes")
-            row["blocks"] = _cuda.last_stats.get("blocks")
-            row["products"] = _cuda.last_stats.get("products")
+            stats = last_stats(1)
+            row["workspace_bytes"] = stats.get("workspace_bytes")
+            row["blocks"] = stats.get("blocks")
+            row["products"] = stats.get("products")
         result.append(row)
         print(_fmt_row(row), flush=True)
     if stages and m >= 4096:  # INT8 rate against the inner dimension of one cuBLAS GEMM
         sweep = {}
         for kmul in (1, 2, 4, 8):
-            if kmul * _cuda.padded_k(k) <= 65536:
-                sweep[kmul * _cuda.padded_k(k)] = int8_rate(m, k, n, reps, kmul) / 1e12
+            if kmul * padded_k(k) <= 65536:
+                sweep[kmul * padded_k(k)] = int8_rate(m, k, n, reps, kmul) / 1e12
         result.append({"shape": label, "int8_rate_vs_K_tops": sweep})
         print("  INT8 TN GEMM rate vs K: "
               + ", ".join(f"K={kk} {v:.0f} TOP/s" for kk, v in sweep.items()), flush=True)
     if stages:
         zgemm(a, b, backend="int8x8", out=out)  # warm-up: cuBLASLt tuning is not a stage
         cp.cuda.Device().synchronize()
-        with _cuda.profile_stages() as st:
+        with gpu_helper("profile_stages")() as st:
             zgemm(a, b, backend="int8x8", out=out)
         cp.cuda.Device().synchronize()
         result.append({"shape": label, "backend": "int8x8", "stages_ms": dict(st)})
@@ -170,7 +147,8 @@ def _fmt_row(r):
 
 
 def square_inputs(n, seed, phi=1.0):
-    cp = _cupy()
+    """Ozaki's inputs ``(rand - 0.5) exp(phi randn)`` (real and imaginary parts), on the GPU."""
+    cp = cupy()
     rs = cp.random.RandomState(seed)
 
     def part():
@@ -183,7 +161,7 @@ def square_inputs(n, seed, phi=1.0):
 
 def state_inputs(num_qubits, d, seed):
     """A Haar ``2^d x 2^d`` gate and a Gaussian ``2^d x 2^(N-d)`` state block, on the GPU."""
-    cp = _cupy()
+    cp = cupy()
     from ozsim.gates.haar import haar_unitary
 
     gate = cp.asarray(haar_unitary(1 << d, np.random.default_rng(seed)))
@@ -206,10 +184,12 @@ def main(argv=None) -> int:
     p.add_argument("--no-int8-auto", action="store_true",
                    help="leave out scheme I's int8-auto (and, with --splits '', its stages)")
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--json", default="benchmarks/results/gemm_bench.json")
+    p.add_argument("--json", default=None,
+                   help="output (default benchmarks/results/gemm_bench-<gpu>-<date>.json)")
     args = p.parse_args(argv)
-    cp = _cupy()
+    cp = cupy()
     gpu = gpu_name()
+    path = args.json or result_path("gemm_bench", device_tag(gpu))
     backends = ["zgemm"] + [f"int8x{s}" for s in map(int, args.splits.split(",") if args.splits
                                                        else [])]
     backends += [] if args.no_int8_auto else ["int8-auto"]
@@ -223,9 +203,7 @@ def main(argv=None) -> int:
             "INT8 TN GEMM (2n x 2m x kpad)", "ceiling": "2 R / (s (s+1)) * k / kpad"}
 
     def save():  # after every shape, so that a run cut short keeps what it measured
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+        write_json(path, {"meta": meta, "rows": rows})
 
     print(f"GPU {gpu}, CuPy {cp.__version__}, CUDA runtime {cp.cuda.runtime.runtimeGetVersion()}")
     squares = [int(x) for x in args.square.split(",") if x]
@@ -235,7 +213,7 @@ def main(argv=None) -> int:
                             stages=scheme1 and n == max(squares))
         save()
         del a, b
-        cp.get_default_memory_pool().free_all_blocks()
+        free_gpu_memory()
     ds = [int(x) for x in args.state_d.split(",") if x]
     for d in ds:
         N = args.state_qubits
@@ -244,9 +222,9 @@ def main(argv=None) -> int:
                             stages=scheme1 and d == 6)
         save()
         del gate, state
-        cp.get_default_memory_pool().free_all_blocks()
+        free_gpu_memory()
     save()
-    print(f"wrote {args.json}")
+    print(f"wrote {path}")
     return 0
 
 

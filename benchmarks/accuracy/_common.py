@@ -46,9 +46,23 @@ def machine() -> dict:
     }
 
 
-def write_json(name: str, doc: dict) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / name
+def result_path(benchmark: str, date: str | None = None) -> Path:
+    """``results/<benchmark>-cpu-<date>.json`` (date: today by default)."""
+    return RESULTS / f"{benchmark}-cpu-{date or datetime.date.today().isoformat()}.json"
+
+
+def latest(benchmark: str) -> Path:
+    """The newest ``results/<benchmark>-<device>-<date>.json``."""
+    found = sorted(RESULTS.glob(f"{benchmark}-*-*.json"), key=lambda p: (p.stem[-10:], p.stem))
+    if not found:
+        raise FileNotFoundError(f"no results/{benchmark}-*.json: run {benchmark}.py first")
+    return found[-1]
+
+
+def write_json(benchmark: str, doc: dict, path: str | Path | None = None) -> Path:
+    """Write ``doc`` to ``path``, by default :func:`result_path` of ``benchmark``."""
+    path = Path(path) if path else result_path(benchmark)
+    path.parent.mkdir(parents=True, exist_ok=True)
 
     def clean(x):
         if isinstance(x, float) and not math.isfinite(x):

@@ -7,25 +7,26 @@ inputs ``A`` (40 x k), ``B`` (k x 40) (``ozsim.testing.ozaki_matrix``), the doub
 with no allowance (``need0`` = mean over nonzero scalars of ``d + 54``; module docstring of
 ``ozsim.gemm.ozaki2``). With an allowance of ``a`` bits, T = 0 keeps ``ceil(need0 - a)`` bits per
 operand, which fixes N; the summary gives, per candidate ``a``, the worst ratio
-``error(N) / native`` over all cases (and over phi <= 1, the issue's must-show) and the cases
-above 1. ``LOSS_ALLOWANCE_BITS`` in ``ozsim.gemm.ozaki2`` is chosen from it
-(``benchmarks/RESULTS.md``, section 3.2).
+``error(N) / native`` over all cases (and over phi <= 1) and the cases above 1.
+``LOSS_ALLOWANCE_BITS`` in ``ozsim.gemm.ozaki2.moduli`` is chosen from it
+(``benchmarks/RESULTS.md``, "Accuracy against double-double").
 
 Run from the repository root (CPU, about 3 minutes on 2 cores)::
 
-    python benchmarks/accuracy/crt_T0_calibration.py \
-        --json benchmarks/accuracy/results/crt_T0_calibration.json
+    python benchmarks/accuracy/crt_T0_calibration.py
+
+writes ``benchmarks/accuracy/results/crt_T0_calibration-cpu-<date>.json`` (``--json`` overrides).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import platform
 
 import numpy as np
 
+from _common import write_json
 from ozsim.gemm import zgemm
 from ozsim.gemm.ozaki2 import analyse_rows, kept_bits, loss_allowance, mean_loss
 from ozsim.reference import dd_zgemm
@@ -70,7 +71,8 @@ def main(argv=None) -> int:
     p.add_argument("--k", default="96,256,1024,4096,8192,16384")
     p.add_argument("--phi", default="0.1,0.5,1,2,4")
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--json", default="")
+    p.add_argument("--json", default=None,
+                   help="output (default results/crt_T0_calibration-cpu-<date>.json)")
     args = p.parse_args(argv)
     rng = np.random.default_rng(2026)
     rows = []
@@ -94,11 +96,11 @@ def main(argv=None) -> int:
     for s in summ:
         print(f"{s['allowance']:9d}  {s['worst_ratio']:11.2f} / {s['worst_ratio_phi_le_1']:5.2f}"
               f"  {len(s['above_native']):18d}  {s['moduli']}")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": platform.processor() or platform.machine(),
+    path = write_json("crt_T0_calibration",
+                      {"machine": platform.processor() or platform.machine(),
                        "numpy": np.__version__, "blas": _blas(), "rows": rows,
-                       "summary": summ}, fh, indent=1)
+                       "summary": summ}, args.json)
+    print(f"wrote {path}")
     return 0
 
 

@@ -84,7 +84,7 @@ def main(argv=None):
            "phis": PHIS, "ks": KS, "machine": machine(), "results": results,
            "sweep_k": args.sweep_k, "sweep": sweep,
            "total_time_s": time.perf_counter() - t_start}
-    path = write_json("fig6_gemm.json", doc)
+    path = write_json("fig6_gemm", doc)
 
     print(f"\nMean relative error vs double-double, m = {args.m}, n = {args.n} "
           "(INT8-AUTO: splits chosen in parentheses, 'fb' = fell back to native ZGEMM)\n")

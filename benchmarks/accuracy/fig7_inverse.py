@@ -86,7 +86,7 @@ def main(argv=None):
     doc = {"benchmark": "fig7_inverse", "n": n, "seed": args.seed, "kappas": KAPPAS,
            "machine": machine(), "results": results,
            "total_time_s": time.perf_counter() - t_start}
-    path = write_json("fig7_inverse.json", doc)
+    path = write_json("fig7_inverse", doc)
 
     def table(metric, title):
         print(f"\n{title}, n = {n} (INT8-AUTO: splits chosen in parentheses)\n")

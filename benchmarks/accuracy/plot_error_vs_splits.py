@@ -1,6 +1,6 @@
 """Plot mean relative error against the number of INT8 slices: ``error_vs_splits.png``.
 
-Reads ``results/fig6_gemm.json`` (run ``fig6_gemm.py`` first). Left: the sweep s = 3..18 at the
+Reads the newest ``results/fig6_gemm-*.json`` (run ``fig6_gemm.py`` first). Left: the sweep s = 3..18 at the
 sweep's ``k``, one curve per ``phi``, native ZGEMM as a dashed line of the same colour, and
 INT8-AUTO's choice at T = 0 (circle) and T = 1 (square). Right: the same at every ``k`` for
 ``phi = 1``, with int8x9/11/13 and INT8-AUTO against ZGEMM, as a function of k.
@@ -18,11 +18,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from _common import HERE, RESULTS
+from _common import HERE, latest
 
 
 def main():
-    doc = json.loads((RESULTS / "fig6_gemm.json").read_text())
+    doc = json.loads(latest("fig6_gemm").read_text())
     sweep, results = doc["sweep"], doc["results"]
     k0 = doc["sweep_k"]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))

@@ -43,7 +43,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configs", default="16:4:8,20:4:8", help="N:d:L,... (default 16:4:8,20:4:8)")
     p.add_argument("--seeds", type=int, default=6, help="seeds 0..S-1 per configuration")
-    p.add_argument("--out", default="table3_brickwork.json")
+    p.add_argument("--out", default=None,
+                   help="output (default results/table3_brickwork-cpu-<date>.json)")
     args = p.parse_args(argv)
     t_start = time.perf_counter()
     runs = []
@@ -95,7 +96,7 @@ def main(argv=None):
     doc = {"benchmark": "table3_brickwork", "configs": args.configs, "seeds": args.seeds,
            "machine": machine(), "summary": summary, "runs": runs,
            "total_time_s": time.perf_counter() - t_start}
-    path = write_json(args.out, doc)
+    path = write_json("table3_brickwork", doc, args.out)
 
     print("\nRelative error of Re psi[0] = Re<0...0|psi> vs double-double, mean (median) over "
           "seeds; ratio = mean / ZGEMM's mean\n")
