@@ -26,6 +26,12 @@ On the GPU the ``int8-crt*`` backends skip that copy for gates of at least
 depositing the bits of ``r`` and ``c`` into the qubits' current bit positions), and the GEMM
 writes its result in the new order. Same numbers as with the copy (the same values reach the
 same kernels); ``OZSIM_GATHER=0`` turns it off.
+
+One pass: where a backend's scheme has a one-pass kernel for the device and the gate's size
+(:attr:`ozsim.gemm.registry.Scheme.one_pass_qubits`; today the ``zgemm`` backend on the GPU for
+``d <= 6``), the gate is applied in place, reading each amplitude group through the targets'
+current bit positions: no permutation, no second buffer, one read and one write of the state.
+``StateVector.one_pass = False`` turns it off (the GEMM path, for comparison).
 """
 
 from __future__ import annotations
@@ -103,6 +109,8 @@ class StateVector:
     ):
         self.num_qubits = n = int(num_qubits)
         self.xp = xp
+        self.device = "cpu" if xp is np else "gpu"
+        self.one_pass = True  # use a scheme's one-pass kernel where it has one (module doc)
         if workspace_bytes is None:
             workspace_bytes = default_workspace_bytes(xp, reserve=2 * state_bytes(n))
         self.workspace_bytes = int(workspace_bytes)
@@ -122,7 +130,8 @@ class StateVector:
         backend: str = "int8-auto",
         T: float = 1.0,
     ) -> GemmInfo:
-        """Apply a d-qubit gate: permute (only if needed), then one ZGEMM.
+        """Apply a d-qubit gate: in place through the scheme's one-pass kernel where it has one
+        for this device and d (:attr:`one_pass`), else permute (only if needed) and one ZGEMM.
 
         Args:
             gate: ``(2**d, 2**d)`` complex128 on the engine's device, little-endian over
@@ -134,6 +143,12 @@ class StateVector:
             The GEMM's :class:`~ozsim.gemm.GemmInfo`.
         """
         d = len(qubits)
+        scheme = registry.parse(backend).scheme
+        if self.one_pass and d < self.num_qubits and scheme.one_pass(self.device, d):
+            n = self.num_qubits
+            positions = [n - 1 - self.layout.index(q) for q in qubits]
+            scheme.apply_one_pass(self._buf, getattr(gate, "matrix", gate), positions)
+            return GemmInfo(backend, None)
         want = tuple(reversed(qubits))
         rows, cols = 1 << d, 1 << (self.num_qubits - d)
         b, layout = self._gathered(want, backend) if self.layout[:d] != want else (None, None)

@@ -26,6 +26,10 @@ class CostModel:
         cache_bytes: states whose two buffers fit in this many bytes use ``cache_bandwidth``
             (a CPU's last-level cache; 0: no such cache level).
         cache_bandwidth: bytes/s for such states.
+        one_pass_qubits: gates of up to this many qubits run through a one-pass kernel: one
+            pass over the state and ``one_pass_rate`` flop/s (0: no such kernel).
+        one_pass_rate: that kernel's arithmetic rate in flop/s (``8`` flops per complex
+            multiply-add).
     """
 
     bandwidth: float
@@ -35,11 +39,15 @@ class CostModel:
     max_limit: int
     cache_bytes: float = 0.0
     cache_bandwidth: float = 0.0
+    one_pass_qubits: int = 0
+    one_pass_rate: float = 0.0
 
     def gate_time(self, num_qubits: int, d: int) -> float:
         """Modelled seconds for one d-qubit gate on a ``num_qubits`` state."""
         cached = 32.0 * 2.0**num_qubits <= self.cache_bytes
         bandwidth = self.cache_bandwidth if cached else self.bandwidth
-        mem = self.passes * 32.0 * 2.0**num_qubits / bandwidth
-        flops = 8.0 * 2.0 ** (num_qubits + d) / self.gemm_rate
+        one_pass = d <= self.one_pass_qubits
+        passes, rate = (1.0, self.one_pass_rate) if one_pass else (self.passes, self.gemm_rate)
+        mem = passes * 32.0 * 2.0**num_qubits / bandwidth
+        flops = 8.0 * 2.0 ** (num_qubits + d) / rate
         return max(mem, flops) + self.overhead

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import NonFiniteError
 from .info import GemmInfo
 
-__all__ = ["matmul", "run"]
+__all__ = ["apply_one_pass", "matmul", "prepare", "run"]
 
 
 def matmul(a, b, out, xp):
@@ -36,6 +36,13 @@ def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
     if check_finite and not (bool(xp.isfinite(mat).all()) and bool(xp.isfinite(b).all())):
         raise NonFiniteError("GEMM operand has NaN or Inf entries")
     return matmul(mat, b, out, xp), GemmInfo(backend.name, None)
+
+
+def apply_one_pass(psi, gate, positions) -> None:
+    """The GPU's one-pass dense gate, ``d <= 6`` (:mod:`ozsim.gemm.native_gate`)."""
+    from . import native_gate  # pragma: no cover - GPU
+
+    native_gate.apply_dense(psi, gate, positions)  # pragma: no cover - GPU
 
 
 def prepare(matrix):

@@ -84,6 +84,11 @@ class Scheme:
         reference: the paper and section of the algorithm.
         run: ``run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes) -> (C, info)``.
         prepare: ``prepare(matrix)``: the gate operand for repeated products.
+        one_pass_qubits: device -> the largest gate its one-pass kernel applies in place
+            (one read and one write of the state; absent: the device has none).
+        apply_one_pass: ``apply_one_pass(psi, gate, positions)``: that kernel (the gate as
+            ``prepare`` returns it, little-endian over the amplitude-index bits
+            ``positions``).
     """
 
     key: str
@@ -95,6 +100,12 @@ class Scheme:
     reference: str
     run: Callable = field(repr=False)
     prepare: Callable = field(repr=False)
+    one_pass_qubits: Mapping[str, int] = field(default_factory=dict)
+    apply_one_pass: Callable | None = field(default=None, repr=False)
+
+    def one_pass(self, device: str, d: int) -> bool:
+        """Whether a d-qubit gate on ``device`` runs through the one-pass kernel."""
+        return self.apply_one_pass is not None and 1 <= d <= self.one_pass_qubits.get(device, 0)
 
 
 # Cost models, calibrated on measured runs (2026-11-22):
@@ -114,11 +125,14 @@ SCHEMES: tuple[Scheme, ...] = (
         names=(BackendName("zgemm", "zgemm", "native complex128 GEMM (the baseline)"),),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8, 32e6, 4e10),
-               "gpu": CostModel(3.35e12, 5.0e13, 2, 1e-5, 10)},
+               "gpu": CostModel(3.35e12, 5.0e13, 2, 1e-5, 10, one_pass_qubits=6,
+                                one_pass_rate=2.5e13)},
         accuracy="FP64 rounding of the BLAS; no knobs",
         reference="BLAS / cuBLAS zgemm",
         run=native.run,
         prepare=native.prepare,
+        one_pass_qubits={"gpu": 6},
+        apply_one_pass=native.apply_one_pass,
     ),
     Scheme(
         key="ozaki1",

@@ -1,0 +1,210 @@
+"""Time per gate by the number of target qubits d, against the copy floor and native kernels.
+
+The question: how long does one d-qubit gate on an N-qubit state take with each backend, and how
+far is that from the floor, one read and one write of the state (measured in the same run as a
+device-to-device copy of the state)? Rows, all in one run on one device:
+
+* ``floor``: ``copyto`` of the state into a second buffer (``2 * 16 * 2**N`` bytes moved);
+* ``zgemm``: the ``zgemm`` backend through ``StateVector.apply``: the one-pass FP64 kernel for
+  ``d <= 6`` on the GPU;
+* ``zgemm-gemm``: the same backend with the one-pass kernel off (a transposing copy where the
+  targets do not lead, then cuBLAS ZGEMM into the spare buffer): the cuBLAS ZGEMM path;
+* ``int8-auto:T=1``, ``int8-crt-auto:T=0``: the emulated backends through ``StateVector.apply``;
+* ``custatevec``: ``custatevecApplyMatrix`` (FP64, complex128) when ``CUSTATEVEC_LIB`` names a
+  ``libcustatevec.so.1`` (the custatevec-cu13 wheel's; libcublas is loaded first).
+
+The targets cycle through four random sets per d (seeded), so the GEMM paths pay the
+permutations a real circuit makes them pay. The state is a random dense vector, so the auto
+backends see realistic exponent statistics.
+
+Usage:
+    python benchmarks/gate_bench.py                               # GPU: N = 28, 30; d = 1..8, 10, 12
+    python benchmarks/gate_bench.py --device cpu --qubits 14 --gates 1,2,3,4
+
+Writes ``benchmarks/results/gate_bench-<device>-<date>.json`` (``--json`` overrides) and prints
+one table per N: milliseconds per gate and the multiple of the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import glob
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import device_tag, gpu_name, result_path, timed, write_json  # noqa: E402
+
+from ozsim.gates.haar import haar_unitary  # noqa: E402
+from ozsim.statevector import StateVector  # noqa: E402
+
+METHODS = ("zgemm", "zgemm-gemm", "int8-auto:T=1", "int8-crt-auto:T=0", "custatevec")
+
+
+class CuStateVec:
+    """``custatevecApplyMatrix`` through ctypes (FP64 matrix and state, compute 64F)."""
+
+    C64F, ROW_MAJOR, COMPUTE_64F = 5, 1, 1 << 4
+
+    def __init__(self, path: str, cp):
+        for pat in ("/usr/local/cuda*/lib64/libcublasLt.so.13*", "/usr/local/cuda*/lib64/libcublas.so.13*",
+                    "/opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib/libcublasLt.so.13*",
+                    "/opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib/libcublas.so.13*"):
+            hits = sorted(glob.glob(pat))
+            if hits:
+                ctypes.CDLL(hits[0], mode=ctypes.RTLD_GLOBAL)
+        self.lib, self.cp = ctypes.CDLL(path), cp
+        self.handle = ctypes.c_void_p()
+        assert self.lib.custatevecCreate(ctypes.byref(self.handle)) == 0
+        self.lib.custatevecSetStream(self.handle, ctypes.c_void_p(cp.cuda.get_current_stream().ptr))
+
+    def applier(self, sv, n: int, u: np.ndarray):
+        lib, cp = self.lib, self.cp
+        m = np.ascontiguousarray(u, dtype=np.complex128)
+        d = int(u.shape[0]).bit_length() - 1
+        ws = ctypes.c_size_t(0)
+        st = lib.custatevecApplyMatrixGetWorkspaceSize(
+            self.handle, self.C64F, ctypes.c_uint32(n), m.ctypes.data_as(ctypes.c_void_p),
+            self.C64F, self.ROW_MAJOR, 0, ctypes.c_uint32(d), ctypes.c_uint32(0),
+            self.COMPUTE_64F, ctypes.byref(ws))
+        assert st == 0, st
+        wbuf = cp.empty(max(ws.value, 1), dtype=cp.uint8)
+
+        def apply(targets):
+            t = np.asarray(targets, dtype=np.int32)
+            st = lib.custatevecApplyMatrix(
+                self.handle, ctypes.c_void_p(sv.data.ptr), self.C64F, ctypes.c_uint32(n),
+                m.ctypes.data_as(ctypes.c_void_p), self.C64F, self.ROW_MAJOR, 0,
+                t.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint32(d), None, None,
+                ctypes.c_uint32(0), self.COMPUTE_64F, ctypes.c_void_p(wbuf.data.ptr),
+                ctypes.c_size_t(ws.value))
+            assert st == 0, st
+        return apply
+
+
+def _cpu_timed(fn, reps: int) -> float:
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None) -> list[dict]:
+    gpu = xp is not np
+    rng = np.random.default_rng(seed)
+    sv = StateVector(n, xp)
+    psi = xp.asarray(rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n))
+    psi /= xp.linalg.norm(psi)
+    sv._buf[...] = psi
+    del psi
+    clock = (lambda fn, r: timed(fn, r)) if gpu else _cpu_timed
+    floor = clock(lambda: xp.copyto(sv._spare, sv._buf), max(reps, 3))
+    rows = []
+    for d in ds:
+        u = haar_unitary(1 << d, rng)
+        ug = xp.asarray(u)
+        sets = [tuple(int(q) for q in rng.choice(n, d, replace=False)) for _ in range(4)]
+        for method in methods:
+            name, _, t = method.partition(":T=")
+            name = name.removesuffix("-gemm")
+            if method == "custatevec":
+                if csv is None:
+                    continue
+                apply = csv.applier(sv._buf, n, u)
+                it = iter(sets * 1000)
+                fn = lambda: apply(next(it))  # noqa: E731
+            else:
+                if method == "zgemm" and not (gpu and d <= 6):
+                    continue  # the one-pass kernel: GPU, d <= 6 (elsewhere the same as below)
+                from ozsim.gemm import registry
+
+                op = registry.parse(name).scheme.prepare(ug)
+                T = float(t) if t else 1.0
+                it = iter(sets * 1000)
+
+                def fn(op=op, name=name, T=T, it=it, one_pass=(method != "zgemm-gemm")):
+                    sv.one_pass = one_pass
+                    sv.apply(op, next(it), backend=name, T=T)
+            slow = d <= 2 and "int8" in method
+            sec = clock(fn, 1 if slow else reps)
+            rows.append(dict(device=DEVICE, N=n, d=d, method=method, seconds=sec, floor_s=floor,
+                             x_floor=sec / floor))
+            print(f"  N={n} d={d:2d} {method:<18} {sec * 1e3:10.2f} ms  {sec / floor:7.2f}x floor",
+                  flush=True)
+        norm = float(xp.linalg.norm(sv._buf))
+        assert abs(norm - 1) < 1e-9, f"norm drifted to {norm}"
+    sv.one_pass = True
+    return rows
+
+
+def table(rows: list[dict], n: int) -> str:
+    sel = [r for r in rows if r["N"] == n]
+    ds = sorted({r["d"] for r in sel})
+    methods = [m for m in METHODS if any(r["method"] == m for r in sel)]
+    floor = sel[0]["floor_s"]
+    out = [f"N = {n} on {DEVICE}: floor {floor * 1e3:.2f} ms "
+           f"({2 * 16 * 2**n / floor / 1e12:.2f} TB/s); ms per gate (x floor)",
+           "| method | " + " | ".join(f"d={d}" for d in ds) + " |",
+           "| --- |" + " --- |" * len(ds)]
+    for m in methods:
+        cells = []
+        for d in ds:
+            r = next((r for r in sel if r["d"] == d and r["method"] == m), None)
+            cells.append("" if r is None else f"{r['seconds'] * 1e3:.1f} ({r['x_floor']:.2f}x)")
+        out.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    global DEVICE
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
+    p.add_argument("--qubits", default=None, help="comma list of N (GPU: 28,30; CPU: 14)")
+    p.add_argument("--gates", default=None, help="comma list of d (GPU: 1..8,10,12; CPU: 1..4)")
+    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--json", default=None, help="output path (default: benchmarks/results/...)")
+    args = p.parse_args(argv)
+    if args.device == "gpu":
+        import cupy as xp
+
+        DEVICE = gpu_name()
+        tag = device_tag(DEVICE)
+        qubits, gates = args.qubits or "28,30", args.gates or "1,2,3,4,5,6,7,8,10,12"
+    else:
+        xp, DEVICE, tag = np, "cpu", "cpu"
+        qubits, gates = args.qubits or "14", args.gates or "1,2,3,4"
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    csv = None
+    if "custatevec" in methods and args.device == "gpu" and os.environ.get("CUSTATEVEC_LIB"):
+        csv = CuStateVec(os.environ["CUSTATEVEC_LIB"], xp)
+    rows = []
+    for n in (int(q) for q in qubits.split(",")):
+        rows += bench(n, [int(d) for d in gates.split(",")], xp, methods, args.reps, args.seed,
+                      csv)
+        if xp is not np:
+            xp.get_default_memory_pool().free_all_blocks()
+    path = write_json(args.json or result_path("gate_bench", tag),
+                      {"command": " ".join(["python", "benchmarks/gate_bench.py"] + (argv or sys.argv[1:])),
+                       "device": DEVICE, "rows": rows})
+    for n in sorted({r["N"] for r in rows}):
+        print(table(rows, n))
+    print(f"wrote {path}")
+    return 0
+
+
+DEVICE = "cpu"
+
+if __name__ == "__main__":
+    sys.exit(main())
