@@ -35,3 +35,12 @@ def test_device_switch_reaches_the_simulator(monkeypatch):
         get_array_module("auto")
     monkeypatch.setenv("OZSIM_DEVICE", "cpu")
     assert get_array_module("auto")[1] == "cpu"
+
+
+def test_readme_documents_every_switch():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme[readme.index("## Configuration"):]
+    for sw in config.SWITCHES:
+        assert f"| `{sw.name}` | `{sw.default}`" in table, sw.name
