@@ -9,6 +9,7 @@ from .circuit import Circuit, Operation
 from .simulator import Result, Simulator
 from .errors import (
     DeviceUnavailableError,
+    GPUModuleError,
     InsufficientMemoryError,
     MissingDependencyError,
     NonFiniteError,
@@ -32,6 +33,7 @@ __all__ = [
     "NonFiniteError",
     "InsufficientMemoryError",
     "DeviceUnavailableError",
+    "GPUModuleError",
     "MissingDependencyError",
     "__version__",
 ]

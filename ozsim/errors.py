@@ -68,5 +68,10 @@ class DeviceUnavailableError(OzsimError, RuntimeError):
     """The user asked for a GPU (``device="gpu"``) and none can be used."""
 
 
+class GPUModuleError(OzsimError, RuntimeError):
+    """One of ozsim's GPU modules failed to import or compile; the message names the module and
+    the cause. Raised when the GPU path is asked for, never replaced by a slower path."""
+
+
 class MissingDependencyError(OzsimError, ImportError):
     """An optional library is needed for this feature; the message says how to install it."""

@@ -419,3 +419,14 @@ def test_simulator_matches_qiskit(backend, T, fusion):
     psi = phase_aligned(res.statevector, ref)
     assert np.max(np.abs(psi - ref)) < 1e-12
     assert res.metadata["backend"] == backend and res.metadata["fallbacks"] == 0
+
+
+def test_a_broken_gpu_module_is_an_error_that_names_it(monkeypatch):
+    import sys
+
+    from ozsim import GPUModuleError
+    from ozsim.gemm.ozaki2 import scheme
+
+    monkeypatch.setitem(sys.modules, "ozsim.gemm.ozaki2.cuda", None)  # import fails
+    with pytest.raises(GPUModuleError, match=r"ozsim\.gemm\.ozaki2\.cuda failed to import"):
+        scheme._gpu_module()

@@ -129,6 +129,7 @@ from types import ModuleType
 import numpy as np
 
 from ..._array import array_namespace
+from ...errors import GPUModuleError
 from .moduli import (
     LIMB_BITS,
     MAX_K,
@@ -600,13 +601,12 @@ def int8_crt_zgemm(
     m, k = prep.shape
     n = b.shape[1]
     check_inner_dimension(k)
-    if xp is not np:  # pragma: no cover - GPU: fused CUDA kernels where available
+    if xp is not np:  # pragma: no cover - GPU: ozsim's CUDA kernels
         gpu = _gpu_module()
-        if gpu is not None:
-            if workspace_bytes is None:
-                workspace_bytes = gpu.default_workspace_bytes(prep, plan)
-            return gpu.int8_crt_zgemm_gpu(prep, b, plan, b_exponents=b_exponents, out=out,
-                                          workspace_bytes=workspace_bytes)
+        if workspace_bytes is None:
+            workspace_bytes = gpu.default_workspace_bytes(prep, plan)
+        return gpu.int8_crt_zgemm_gpu(prep, b, plan, b_exponents=b_exponents, out=out,
+                                      workspace_bytes=workspace_bytes)
     if workspace_bytes is None:
         workspace_bytes = default_workspace_bytes(xp)
     N, ga, gb = plan.num_moduli, plan.bits_a, plan.bits_b
@@ -645,21 +645,26 @@ def int8_crt_zgemm(
 
 
 def _gpu_module():  # pragma: no cover - GPU
-    """:mod:`ozsim.gemm.ozaki2.cuda`, or ``None`` where it cannot be imported."""
+    """:mod:`ozsim.gemm.ozaki2.cuda`, the GPU half of the scheme.
+
+    Raises:
+        GPUModuleError: it cannot be imported (a broken install, a CUDA/CuPy mismatch): the GPU
+            path was asked for (a CuPy operand), and running scheme II's generic CuPy code
+            instead would be correct but many times slower without a word.
+    """
     try:
-        from . import cuda as _cuda_crt
-    except ImportError:
-        return None
-    return _cuda_crt
+        from . import cuda
+    except ImportError as exc:
+        raise GPUModuleError(f"ozsim's scheme II GPU module ozsim.gemm.ozaki2.cuda failed to "
+                             f"import: {exc.__class__.__name__}: {exc}") from exc
+    return cuda
 
 
 def analyse_columns(b, workspace_bytes: int | None = None, *, moments: bool = True):
     """:func:`analyse_rows` of ``b.T`` (B's columns), in blocks that fit ``workspace_bytes``."""
     xp = array_namespace(b)
     if xp is not np:  # pragma: no cover - GPU
-        gpu = _gpu_module()
-        if gpu is not None:
-            return gpu.analyse(b.T, moments=moments)
+        return _gpu_module().analyse(b.T, moments=moments)
     ws = default_workspace_bytes(xp) if workspace_bytes is None else workspace_bytes
     k = b.shape[0]
     return analyse_rows(b.T, max(1, ws // (48 * max(k, 1))), moments=moments)
