@@ -150,7 +150,7 @@ def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None) ->
 def table(rows: list[dict], n: int) -> str:
     sel = [r for r in rows if r["N"] == n]
     ds = sorted({r["d"] for r in sel})
-    methods = [m for m in METHODS if any(r["method"] == m for r in sel)]
+    methods = list(dict.fromkeys(r["method"] for r in sel))
     floor = sel[0]["floor_s"]
     out = [f"N = {n} on {DEVICE}: floor {floor * 1e3:.2f} ms "
            f"({2 * 16 * 2**n / floor / 1e12:.2f} TB/s); ms per gate (x floor)",

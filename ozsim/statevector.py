@@ -143,12 +143,11 @@ class StateVector:
             The GEMM's :class:`~ozsim.gemm.GemmInfo`.
         """
         d = len(qubits)
-        scheme = registry.parse(backend).scheme
-        if self.one_pass and d < self.num_qubits and scheme.one_pass(self.device, d):
+        spec = registry.parse(backend)
+        if self.one_pass and d < self.num_qubits and spec.scheme.one_pass(self.device, d):
             n = self.num_qubits
             positions = [n - 1 - self.layout.index(q) for q in qubits]
-            scheme.apply_one_pass(self._buf, getattr(gate, "matrix", gate), positions)
-            return GemmInfo(backend, None)
+            return spec.scheme.apply_one_pass(self._buf, gate, positions, spec, T)
         want = tuple(reversed(qubits))
         rows, cols = 1 << d, 1 << (self.num_qubits - d)
         b, layout = self._gathered(want, backend) if self.layout[:d] != want else (None, None)

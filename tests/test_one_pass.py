@@ -1,4 +1,5 @@
-"""One-pass gate kernels against the GEMM path and a Kronecker-product oracle (GPU only)."""
+"""One-pass gate kernels: the zgemm one against a Kronecker-product oracle and the GEMM path,
+the INT8 ones bitwise against the CPU path (GPU only)."""
 
 from __future__ import annotations
 
@@ -82,3 +83,67 @@ def test_one_pass_kernel_rejects_bad_targets():
                      (tuple(range(7)), "1..6 targets")]:
         with pytest.raises(ValueError, match=msg):
             apply_dense(psi, u if len(bad) == 2 else cp.eye(128, dtype=cp.complex128), bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend,T", [("int8x3", 1), ("int8x9", 1), ("int8x18", 1),
+                                       ("int8-auto", 0), ("int8-auto", 1), ("int8-auto", 4)])
+@pytest.mark.parametrize("d", [1, 2])
+def test_one_pass_int8_gate_is_bitwise_the_cpu_product(backend, T, d):
+    cp = cupy_or_skip()
+    from ozsim.gemm import registry, zgemm
+    from ozsim.testing import ozaki_matrix
+
+    rng = np.random.default_rng(10 * d + len(backend))
+    n = 10
+    for phi, qubits in [(0.5, tuple(range(d))), (4.0, tuple(rng.choice(n, d, replace=False)))]:
+        psi0 = ozaki_matrix(rng, 1 << n, 1, phi)[:, 0]
+        psi0[rng.random(1 << n) < 0.2] = 0  # zero amplitudes and zero groups too
+        u = haar_unitary(1 << d, rng)
+        sv = StateVector(n, cp)
+        sv._buf[...] = cp.asarray(psi0)
+        info = sv.apply(registry.parse(backend).scheme.prepare(cp.asarray(u)),
+                        tuple(int(q) for q in qubits), backend=backend, T=T)
+        got = sv.to_numpy()
+        # the CPU path on the same product: targets to the front, one emulated ZGEMM
+        axes = [n - 1 - q for q in reversed(qubits)]
+        rest = [a for a in range(n) if a not in axes]
+        b = np.ascontiguousarray(np.transpose(psi0.reshape((2,) * n), axes + rest)
+                                 .reshape(1 << d, -1))
+        c, cinfo = zgemm(u, b, backend=backend, T=T, return_info=True)
+        want = np.transpose(c.reshape((2,) * n), np.argsort(axes + rest)).reshape(-1)
+        assert info.num_splits == cinfo.num_splits and info.fallback == cinfo.fallback
+        assert np.isfinite(got).all()
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+def test_one_pass_int8_gate_raises_on_nan():
+    cp = cupy_or_skip()
+    from ozsim import NonFiniteError
+    from ozsim.gemm import registry
+
+    for backend in ("int8x9", "int8-auto"):
+        sv = StateVector(6, cp)
+        sv._buf[5] = np.nan
+        with pytest.raises(NonFiniteError, match="NaN or Inf"):
+            sv.apply(registry.parse(backend).scheme.prepare(cp.eye(2, dtype=cp.complex128)), (1,),
+                     backend=backend)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["int8-auto", "int8x8", "zgemm"])
+def test_brickwork_of_small_gates_on_the_gpu_is_the_cpu_run(backend):
+    cupy_or_skip()
+    from ozsim import Simulator, gates
+
+    for gq in (1, 2):
+        circuit = gates.brickwork(9, depth=5, gate_qubits=gq, seed=4 + gq)
+        runs = [Simulator(backend=backend, T=1, device=dev, max_fused_qubits=0).run(circuit)
+                for dev in ("cpu", "gpu")]
+        cpu, gpu = (r.statevector for r in runs)
+        if backend == "zgemm":
+            np.testing.assert_allclose(gpu, cpu, rtol=0, atol=1e-14)
+        else:
+            np.testing.assert_array_equal(gpu, cpu)
+            assert runs[0].metadata["splits"] == runs[1].metadata["splits"]

@@ -38,11 +38,12 @@ def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
     return matmul(mat, b, out, xp), GemmInfo(backend.name, None)
 
 
-def apply_one_pass(psi, gate, positions) -> None:
+def apply_one_pass(psi, gate, positions, backend, T) -> GemmInfo:  # pragma: no cover - GPU
     """The GPU's one-pass dense gate, ``d <= 6`` (:mod:`ozsim.gemm.native_gate`)."""
-    from . import native_gate  # pragma: no cover - GPU
+    from . import native_gate
 
-    native_gate.apply_dense(psi, gate, positions)  # pragma: no cover - GPU
+    native_gate.apply_dense(psi, getattr(gate, "matrix", gate), positions)
+    return GemmInfo(backend.name, None)
 
 
 def prepare(matrix):

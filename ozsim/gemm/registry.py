@@ -86,9 +86,9 @@ class Scheme:
         prepare: ``prepare(matrix)``: the gate operand for repeated products.
         one_pass_qubits: device -> the largest gate its one-pass kernel applies in place
             (one read and one write of the state; absent: the device has none).
-        apply_one_pass: ``apply_one_pass(psi, gate, positions)``: that kernel (the gate as
-            ``prepare`` returns it, little-endian over the amplitude-index bits
-            ``positions``).
+        apply_one_pass: ``apply_one_pass(psi, gate, positions, backend, T) -> GemmInfo``: that
+            kernel (the gate as ``prepare`` returns it, little-endian over the amplitude-index
+            bits ``positions``; ``backend`` the parsed name).
     """
 
     key: str
@@ -150,6 +150,8 @@ SCHEMES: tuple[Scheme, ...] = (
         reference="Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU), Alg. 3-4 and Sec. 4.4",
         run=ozaki1_backend.run,
         prepare=ozaki1_backend.prepare,
+        one_pass_qubits={"gpu": 2},
+        apply_one_pass=ozaki1_backend.apply_one_pass,
     ),
     Scheme(
         key="ozaki2",

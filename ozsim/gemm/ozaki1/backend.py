@@ -18,12 +18,34 @@ from .scheme import (
     mean_loss,
 )
 
-__all__ = ["prepare", "run"]
+__all__ = ["apply_one_pass", "prepare", "run"]
 
 
 def prepare(matrix) -> PreparedOperand:
     """The gate operand, analysed once (exponents, loss histogram; slices cached per ``s``)."""
     return PreparedOperand(matrix)
+
+
+def apply_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
+    """The GPU's one-pass scheme I gate, ``d <= 2`` (:mod:`ozsim.gemm.ozaki1.onepass`); native
+    one-pass when INT8-AUTO finds no ``s <= 18`` (a fallback, as :func:`run`'s).
+
+    Returns:
+        The :class:`GemmInfo` :func:`run` would give for the same product.
+    """
+    from .. import native_gate
+    from . import onepass
+
+    prep = gate if isinstance(gate, PreparedOperand) else PreparedOperand(gate)
+    bits = bits_per_slice(prep.shape[1])
+    s, hist_b = onepass.apply(psi, prep, positions, backend.count, T)
+    if s is None:
+        native_gate.apply_dense(psi, prep.matrix, positions)
+        return GemmInfo(backend.name, None, bits, fallback=True)
+    if hist_b is None:
+        return GemmInfo(backend.name, s, bits)
+    return GemmInfo(backend.name, s, bits, mean_loss(prep.histogram, s, bits),
+                    mean_loss(hist_b, s, bits))
 
 
 def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):

@@ -1,0 +1,182 @@
+// One-pass gate by Ozaki scheme I (int8x{s}, int8-auto) for small gates: psi <- U psi in place.
+//
+// The same numbers as ozsim.gemm.ozaki1.scheme.int8_zgemm on U (the A operand, split once per
+// gate) and the state viewed as B = (2**d, 2**(n-d)) through the target qubits (one column per
+// amplitude group, as in dense_gate.cu), in one read and one write of the state:
+//   1. the column's exponent e: frexp of the largest |Re|, |Im| of the group (row_exponents);
+//   2. its slices: r = ldexp(x, BITS - e); S times q = clip(rint(r), +-(2**BITS - 1)),
+//      r = (r - q) 2**BITS (split_rows; every step exact);
+//   3. P_t = sum_{i+j=t} A_i B_j for t = S+1 down to 2, four real products ArBr, AiBi, ArBi,
+//      AiBr, as FP32 fused multiply-adds of integers (|partial sum| <= 17 * 8 * 127**2 < 2**24:
+//      exact in any order), from +0 (so that empty sums are +0, as BLAS's are);
+//   4. acc = acc + (Re P_t) 2**(-t BITS) in FP64, t from S+1 down (the CPU's fixed order; the
+//      product is exact, so contraction cannot change it), then ldexp(acc, eA[row] + e).
+// A's slices (as FP32) and exponents sit in constant memory: every thread of a warp reads the
+// same one at the same time, and with the loops unrolled its address is an immediate.
+// NaN or Inf in a group sets *flag (the caller raises NonFiniteError).
+//
+// int8_gate_stats: INT8-AUTO's statistics of B in one read: the loss histogram
+// (ozaki1.loss_histogram: e - frexp exponent of each nonzero scalar, clamped at MAXD) summed in
+// shared memory, then into hist; NaN/Inf set *flag.
+//
+// Options: -DGATE_QUBITS=d (1..2) -DSPLITS=s (3..18) -DBITS=b (bits per slice, 7 here).
+
+#ifndef GATE_QUBITS
+#error "GATE_QUBITS must be defined"
+#endif
+#define D GATE_QUBITS
+#define K (1 << D)
+#ifndef SPLITS
+#define SPLITS 3
+#endif
+#define S SPLITS
+#ifndef BITS
+#define BITS 7
+#endif
+#define MAXD 2200
+
+__constant__ float a_slices[2 * K * S * K];  // [part][row][slice][k] (split_rows' layout)
+__constant__ int a_exp[K];
+
+__device__ __forceinline__ long long group_base(long long g, const int (&sorted)[D])
+{
+#pragma unroll
+    for (int j = 0; j < D; ++j) {  // insert a zero bit at each target position, lowest first
+        const int p = sorted[j];
+        g = ((g >> p) << (p + 1)) | (g & ((1LL << p) - 1));
+    }
+    return g;
+}
+
+__device__ __forceinline__ void sort_positions(const int (&pos)[6], int (&sorted)[D])
+{
+#pragma unroll
+    for (int j = 0; j < D; ++j) sorted[j] = pos[j];
+#pragma unroll
+    for (int i = 1; i < D; ++i)
+#pragma unroll
+        for (int j = i; j > 0; --j)
+            if (sorted[j] < sorted[j - 1]) { int t = sorted[j]; sorted[j] = sorted[j - 1]; sorted[j - 1] = t; }
+}
+
+__device__ __forceinline__ long long member_offset(int c, const int (&pos)[6])
+{
+    long long off = 0;
+#pragma unroll
+    for (int j = 0; j < D; ++j) off += ((c >> j) & 1) ? (1LL << pos[j]) : 0;
+    return off;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+int8_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
+          int p5, int* __restrict__ flag)
+{
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};  // bit j of the gate index at pos[j]
+    const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= groups) return;
+    int sorted[D];
+    sort_positions(pos, sorted);
+    const long long base = group_base(g, sorted);
+    double2 x[K];
+#pragma unroll
+    for (int c = 0; c < K; ++c) x[c] = psi[base + member_offset(c, pos)];
+    double mx = 0.0;
+    bool finite = true;
+#pragma unroll
+    for (int c = 0; c < K; ++c) {
+        finite = finite && isfinite(x[c].x) && isfinite(x[c].y);
+        mx = fmax(mx, fmax(fabs(x[c].x), fabs(x[c].y)));
+    }
+    if (!finite) { atomicOr(flag, 1); return; }
+    int e;
+    frexp(mx, &e);  // 0 for mx = 0
+    const double lim = (double)((1 << BITS) - 1);
+    float b[2][K][S];  // [part][k][slice]
+#pragma unroll
+    for (int c = 0; c < K; ++c) {
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+            double r = ldexp(part ? x[c].y : x[c].x, BITS - e);  // exact
+#pragma unroll
+            for (int j = 0; j < S; ++j) {
+                const double q = fmin(fmax(rint(r), -lim), lim);
+                b[part][c][j] = (float)q;
+                r = (r - q) * (double)(1 << BITS);  // exact
+            }
+        }
+    }
+#pragma unroll 1
+    for (int row = 0; row < K; ++row) {
+        double ar = 0.0, ai = 0.0;
+#pragma unroll
+        for (int t = S + 1; t >= 2; --t) {
+            float prr = 0.0f, pii = 0.0f, pri = 0.0f, pir = 0.0f;
+#pragma unroll
+            for (int i = 1; i < t; ++i) {
+                const int j = t - i;
+#pragma unroll
+                for (int k = 0; k < K; ++k) {
+                    const float are = a_slices[((0 * K + row) * S + (i - 1)) * K + k];
+                    const float aim = a_slices[((1 * K + row) * S + (i - 1)) * K + k];
+                    prr = fmaf(are, b[0][k][j - 1], prr);
+                    pii = fmaf(aim, b[1][k][j - 1], pii);
+                    pri = fmaf(are, b[1][k][j - 1], pri);
+                    pir = fmaf(aim, b[0][k][j - 1], pir);
+                }
+            }
+            const double re = (double)prr - (double)pii, im = (double)pri + (double)pir;  // exact
+            const double w = ldexp(1.0, -t * BITS);
+            if (t == S + 1) {
+                ar = __dmul_rn(re, w); ai = __dmul_rn(im, w);
+            } else {
+                ar = __dadd_rn(ar, __dmul_rn(re, w)); ai = __dadd_rn(ai, __dmul_rn(im, w));
+            }
+        }
+        const int sh = a_exp[row] + e;
+        psi[base + member_offset(row, pos)] = make_double2(ldexp(ar, sh), ldexp(ai, sh));
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+int8_gate_stats(const double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3,
+                int p4, int p5, unsigned long long* __restrict__ hist, int* __restrict__ flag)
+{
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};
+    __shared__ unsigned int sh[MAXD + 1];
+    for (int i = threadIdx.x; i <= MAXD; i += blockDim.x) sh[i] = 0;
+    __syncthreads();
+    int sorted[D];
+    sort_positions(pos, sorted);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
+        const long long base = group_base(g, sorted);
+        double2 x[K];
+#pragma unroll
+        for (int c = 0; c < K; ++c) x[c] = psi[base + member_offset(c, pos)];
+        double mx = 0.0;
+        bool finite = true;
+#pragma unroll
+        for (int c = 0; c < K; ++c) {
+            finite = finite && isfinite(x[c].x) && isfinite(x[c].y);
+            mx = fmax(mx, fmax(fabs(x[c].x), fabs(x[c].y)));
+        }
+        if (!finite) { atomicOr(flag, 1); continue; }
+        int e;
+        frexp(mx, &e);
+#pragma unroll
+        for (int c = 0; c < K; ++c) {
+#pragma unroll
+            for (int part = 0; part < 2; ++part) {
+                const double v = part ? x[c].y : x[c].x;
+                if (v != 0.0) {
+                    int ev;
+                    frexp(v, &ev);
+                    atomicAdd(&sh[min(e - ev, MAXD)], 1u);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i <= MAXD; i += blockDim.x)
+        if (sh[i]) atomicAdd(&hist[i], (unsigned long long)sh[i]);
+}

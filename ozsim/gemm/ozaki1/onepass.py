@@ -1,0 +1,118 @@
+"""One-pass gates by Ozaki scheme I on the GPU (``int8x{s}``, ``int8-auto``) for ``d <= 2``.
+
+Private; imported only when a CuPy state meets a gate of at most :data:`MAX_QUBITS` qubits. The
+GEMM path of a state-vector gate makes many passes over the state (a transposing copy, the
+analysis, the slices, the INT32 products, the accumulation: 17 to 23 times the time of one read
+and one write of the state at d <= 4 on an H100). This kernel does the whole of
+:func:`ozsim.gemm.ozaki1.scheme.int8_zgemm` for one amplitude group in registers and writes the
+result in place (algorithm and exactness argument: ``ozsim/gemm/kernels/int8_gate.cu``), so a
+gate reads the state once and writes it once; ``int8-auto`` adds one read for its statistics
+(the loss histogram of the state's columns decides the number of slices before any slice is
+made). Same bits as the CPU path.
+
+Cost per amplitude: ``2 s (s + 1) 2**d`` FP32 multiply-adds of the slice products (exact:
+integers below ``2**24``) plus ``2 s`` FP64 operations of the accumulation; at ``s = 9``,
+``d = 1`` that is about 360 multiply-adds, near an H100's CUDA-core rate at its memory rate.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+
+from ...errors import NonFiniteError
+from .scheme import _MAX_EXP_DIFF, MIN_SPLITS, bits_per_slice, choose_num_splits
+
+__all__ = ["MAX_QUBITS", "apply", "statistics"]
+
+#: Largest gate of the one-pass kernel (its registers hold 2 * 2**d * s slices a thread).
+MAX_QUBITS = 2
+_THREADS = 256
+_SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "int8_gate.cu"
+_MEMCPY_D2D = 3
+
+
+@functools.cache
+def _module(d: int, s: int, bits: int, device: int):
+    return cp.RawModule(code=_SOURCE.read_text(),
+                        options=("-std=c++17", f"-DGATE_QUBITS={d}", f"-DSPLITS={s}",
+                                 f"-DBITS={bits}"))
+
+
+def _positions(positions) -> list[np.int32]:
+    return [np.int32(p) for p in positions] + [np.int32(0)] * (6 - len(positions))
+
+
+def statistics(psi, positions):
+    """INT8-AUTO's statistics of the state viewed as B through ``positions``, in one read.
+
+    Args:
+        psi: ``(2**n,)`` complex128 CuPy state; positions: the d target bit positions.
+
+    Returns:
+        ``(_MAX_EXP_DIFF + 1,)`` int64 NumPy loss histogram of B's columns
+        (:func:`ozsim.gemm.ozaki1.scheme.loss_histogram` of ``B.T``).
+
+    Raises:
+        NonFiniteError: NaN or Inf in the state.
+    """
+    d = len(positions)
+    mod = _module(d, MIN_SPLITS, bits_per_slice(1 << d), cp.cuda.Device().id)
+    hist = cp.zeros(_MAX_EXP_DIFF + 1, dtype=cp.uint64)
+    flag = cp.zeros(1, dtype=cp.int32)
+    groups = psi.size >> d
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    blocks = int(max(1, min(-(-groups // _THREADS), 8 * sms)))
+    mod.get_function("int8_gate_stats")((blocks,), (_THREADS,),
+                                        (psi, np.int64(groups), *_positions(positions), hist, flag))
+    if int(flag.get()[0]):
+        raise NonFiniteError("the state vector has NaN or Inf amplitudes")
+    return hist.get().astype(np.int64)
+
+
+def apply(psi, prep, positions, num_splits: int | None, T: float):
+    """``psi <- U psi`` by scheme I in one pass (plus one read for ``int8-auto``'s statistics).
+
+    Args:
+        psi: ``(2**n,)`` complex128 CuPy state, C-contiguous.
+        prep: :class:`~ozsim.gemm.ozaki1.PreparedOperand` of the ``(2**d, 2**d)`` gate (CuPy),
+            little-endian over the amplitude-index bits ``positions``.
+        positions: d distinct bit positions, ``1 <= d <= MAX_QUBITS``.
+        num_splits: ``s`` for ``int8x{s}``, or ``None`` for INT8-AUTO at threshold ``T``.
+        T: INT8-AUTO's threshold in bits.
+
+    Returns:
+        ``(s, hist_b)``: the splits used and B's loss histogram (``None`` for a fixed ``s``), or
+        ``(None, hist_b)`` when INT8-AUTO finds no ``s <= 18`` (nothing applied: the caller
+        runs native).
+
+    Raises:
+        NonFiniteError: NaN or Inf in the state (the gate's were found at its preparation).
+    """
+    d = len(positions)
+    bits = bits_per_slice(1 << d)
+    hist_b = None
+    s = num_splits
+    if s is None:
+        hist_b = statistics(psi, positions)
+        s = choose_num_splits(prep.histogram, hist_b, bits, T)
+        if s is None:
+            return None, hist_b
+    mod = _module(d, s, bits, cp.cuda.Device().id)
+    slices = cp.ascontiguousarray(prep.split(s, bits).slices, dtype=cp.float32)  # (2m, s, k)
+    exps = cp.ascontiguousarray(prep.exponents, dtype=cp.int32)
+    stream = cp.cuda.get_current_stream().ptr
+    cp.cuda.runtime.memcpyAsync(mod.get_global("a_slices").ptr, slices.data.ptr, slices.nbytes,
+                                _MEMCPY_D2D, stream)
+    cp.cuda.runtime.memcpyAsync(mod.get_global("a_exp").ptr, exps.data.ptr, exps.nbytes,
+                                _MEMCPY_D2D, stream)
+    flag = cp.zeros(1, dtype=cp.int32)
+    groups = psi.size >> d
+    mod.get_function("int8_gate")((int(-(-groups // _THREADS)),), (_THREADS,),
+                                  (psi, np.int64(groups), *_positions(positions), flag))
+    if hist_b is None and int(flag.get()[0]):  # (int8-auto checked in its statistics pass)
+        raise NonFiniteError("the state vector has NaN or Inf amplitudes")
+    return s, hist_b
