@@ -6,37 +6,47 @@ It computes exactly what the CPU path computes, bit for bit, on the GPU:
 ============  ===================================================================================
 stage         what runs
 ============  ===================================================================================
-analyse       ``oz_analyse_t`` / ``oz_analyse_w``: one kernel reads each complex value of B's
+analyse       ``oz_analyse_t`` / ``oz_analyse_w`` (``kernels/analyse.cu``, the histogram's helpers
+              in ``kernels/histogram.cuh``): one kernel reads each complex value of B's
               columns (A's rows) and writes the scaling exponents, a NaN/Inf flag and, for
               INT8-AUTO, the loss histogram (shared-memory counts, one global add per bin and
               block). Same integers as :func:`~ozsim.gemm.ozaki1.row_exponents` and
               :func:`~ozsim.gemm.ozaki1.loss_histogram`.
-split         ``oz_split``: reads each complex value once, writes its ``2 s`` INT8 slices K-major
-              (``(2 rows, s, kpad)``, ``kpad`` = k rounded up to 4 or 16 with zero slices), the same
-              exact FP64 steps as :func:`~ozsim.gemm.ozaki1.split_rows`.
+split         ``oz_split`` (``kernels/split.cu``): reads each complex value once, writes its
+              ``2 s`` INT8 slices K-major (``(2 rows, s, kpad)``, ``kpad`` = k rounded up to 4 or
+              16 with zero slices), the same exact FP64 steps as
+              :func:`~ozsim.gemm.ozaki1.split_rows`.
 INT8 GEMMs    ``cublasGemmEx`` with ``CUDA_R_8I`` inputs, ``CUDA_R_32I`` output and
               ``CUBLAS_COMPUTE_32I``, both operands K-major ("TN"): one INT32 plane per group
               ``P_t = sum_{i+j=t} A_i B_j`` (K = (t-1) kpad), split into planes of at most
               ``floor((2**31-1) / (k (2**b-1)**2))`` slice pairs so that each INT32 sum is exact;
               a plane's GEMM runs as :func:`gemm_tn_long`: in pieces of K <= :data:`MAX_GEMM_K`
               added with beta = 1 (cuBLAS's own INT8 choice slows down for longer K) or as one
-              cuBLASLt call, whichever was faster when the shape was first seen. For A with at most 32 rows (gates of
-              d <= 4 qubits) ``oz_small_gemm`` computes the same planes on the CUDA cores
-              (``__dp4a``), where cuBLAS's skinny INT8 GEMMs run at a tenth of memory bandwidth.
-accumulate    ``oz_accumulate``: one pass reads the INT32 products of every group, forms
-              ``Re = ArBr - AiBi`` and ``Im = ArBi + AiBr`` exactly in INT64, and accumulates
-              ``acc = acc + P_t * 2**(-t b)`` for t = s+1 down to 2 with ``__dmul_rn`` /
-              ``__dadd_rn`` (no FMA contraction; ``P_t * 2**(-tb)`` is exact, so the result equals
-              the CPU's multiply-then-add), then ``ldexp(acc, eA_i + eB_j)``: the CPU's operations
-              in the CPU's order, so ``int8x{s}`` results are identical on CPU and GPU (signed
-              zeros aside: the CPU can produce ``-0.0`` where the GPU's integer products give
-              ``+0.0``).
+              cuBLASLt call, whichever was faster when the shape was first seen (both in
+              :mod:`ozsim.gemm._gpu`). For A with at most 32 rows (gates of d <= 4 qubits)
+              ``oz_small_gemm`` (``kernels/products_dp4a.cu``) computes the same planes on the
+              CUDA cores (``__dp4a``), where cuBLAS's skinny INT8 GEMMs run at a tenth of memory
+              bandwidth.
+accumulate    ``oz_accumulate`` (``kernels/accumulate.cu``): one pass reads the INT32 products of
+              every group, forms ``Re = ArBr - AiBi`` and ``Im = ArBi + AiBr`` exactly in INT64,
+              and accumulates ``acc = acc + P_t * 2**(-t b)`` for t = s+1 down to 2 with
+              ``__dmul_rn`` / ``__dadd_rn`` (no FMA contraction; ``P_t * 2**(-tb)`` is exact, so
+              the result equals the CPU's multiply-then-add), then ``ldexp(acc, eA_i + eB_j)``:
+              the CPU's operations in the CPU's order, so ``int8x{s}`` results are identical on
+              CPU and GPU (signed zeros aside: the CPU can produce ``-0.0`` where the GPU's
+              integer products give ``+0.0``).
 ============  ===================================================================================
 
 The state-vector shapes (k = 2**d small, n = 2**(N-d) large) make the INT32 products the largest
 buffers: ``s`` groups of ``(2m, 2 nb)`` INT32, 16 bytes per output amplitude each. B is therefore
 processed in blocks of ``nb`` columns sized to the workspace (see :func:`plan`), and the working
 memory of the last call is in :data:`last_stats`.
+
+The kernels' sources are package data, ``kernels/*.cu`` (one file a stage) and ``kernels/*.cuh``,
+compiled by NVRTC through :func:`ozsim.gemm._gpu.raw_module` (local headers inlined), once per
+file and ``-D`` options (``-DMAXD``, ``-DCH``, ``-DMP2``). The helpers both schemes use (stage
+timing, cuBLAS and cuBLASLt GEMMs, :func:`padded_k`, ...) live in :mod:`ozsim.gemm._gpu` and are
+also reachable here under their old names.
 
 References:
     [ozIMMU] H. Ootomo, K. Ozaki, R. Yokota, "DGEMM on integer matrix multiplication unit",
@@ -47,363 +57,67 @@ References:
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import cupy as cp
 import numpy as np
 
-try:
-    from cupy_backends.cuda.libs import cublas
-except ImportError:  # pragma: no cover - older layouts
-    from cupy.cuda import cublas
-
 from ...errors import NonFiniteError
+from .._gpu import (  # noqa: F401 - the shared helpers, also reached as ozaki1.cuda.<name>
+    _COMPUTE_32I,
+    _CUDA_R_8I,
+    _CUDA_R_32I,
+    _GEMM_DEFAULT,
+    _ONE,
+    _OP_N,
+    _OP_T,
+    _POINTER_MODE_HOST,
+    _THREADS,
+    _ZERO,
+    MAX_GEMM_K,
+    _gemm_tn,
+    _sms,
+    _stage,
+    _strides,
+    cublas,
+    default_workspace_bytes,
+    gemm_tn_long,
+    padded_k,
+    profile_stages,
+    raw_module,
+)
 
 __all__ = ["analyse", "split", "int8_zgemm_gpu", "plan", "profile_stages", "last_stats"]
 
 #: Must match ``ozaki1._MAX_EXP_DIFF``.
 MAX_EXP_DIFF = 2200
 
-# cudaDataType / cublasComputeType_t / cublasGemmAlgo_t values (stable across CUDA 11-13).
-_CUDA_R_8I = 3
-_CUDA_R_32I = 10
-_COMPUTE_32I = getattr(cublas, "CUBLAS_COMPUTE_32I", 72)
-_GEMM_DEFAULT = getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1)
-_OP_N = getattr(cublas, "CUBLAS_OP_N", 0)
-_OP_T = getattr(cublas, "CUBLAS_OP_T", 1)
-_POINTER_MODE_HOST = getattr(cublas, "CUBLAS_POINTER_MODE_HOST", 0)
-_ONE = np.ones(1, dtype=np.int32)
-_ZERO = np.zeros(1, dtype=np.int32)
 
-_THREADS = 256
-
-#: Device helpers of the scheme I analysis kernels (scheme II counts loss moments instead): the
-#: loss histogram of :func:`ozsim.gemm.ozaki1.loss_histogram`, per block in shared memory (MAXD).
-HIST_DEVICE = r"""
-// count nonzero x in bin clamp(e - exponent(x), 0, MAXD) of the block's shared histogram
-__device__ __forceinline__ void oz_hist_add(unsigned int* sh, int e, double x)
-{
-    if (x != 0.0) {
-        int ev;
-        frexp(x, &ev);
-        int d = e - ev;
-        d = d < 0 ? 0 : (d > MAXD ? MAXD : d);
-        atomicAdd(&sh[d], 1u);
-    }
-}
-
-// add the block's shared histogram into the global one
-__device__ __forceinline__ void oz_hist_flush(const unsigned int* sh,
-                                              unsigned long long* __restrict__ hist)
-{
-    __syncthreads();
-    for (int i = threadIdx.x; i <= MAXD; i += blockDim.x)
-        if (sh[i]) atomicAdd(&hist[i], (unsigned long long)sh[i]);
-}
-"""
-
-_SOURCE = r"""
-#define MAXD %(maxd)d
-#define DMAX 1.7976931348623157e308
-%(hist)s
-
-// Scaling exponents (and optionally the loss histogram) of the rows of X (rows, k), complex128
-// with element strides (sr, sc). One thread per row: for rows adjacent in memory (|sr| == 1).
-extern "C" __global__ void oz_analyse_t(
-    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
-    int* __restrict__ exps, unsigned long long* __restrict__ hist, int* __restrict__ flag)
-{
-    __shared__ unsigned int sh[MAXD + 1];
-    const bool want = hist != 0;
-    if (want) {
-        for (int i = threadIdx.x; i <= MAXD; i += blockDim.x) sh[i] = 0u;
-        __syncthreads();
-    }
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += stride) {
-        const double2* p = x + r * sr;
-        double mx = 0.0;
-        bool bad = false;
-        long long kk = 0;
-        for (; kk + 4 <= k; kk += 4) {
-            double2 v0 = p[kk * sc], v1 = p[(kk + 1) * sc], v2 = p[(kk + 2) * sc],
-                    v3 = p[(kk + 3) * sc];
-            double a0 = fmax(fabs(v0.x), fabs(v0.y)), a1 = fmax(fabs(v1.x), fabs(v1.y));
-            double a2 = fmax(fabs(v2.x), fabs(v2.y)), a3 = fmax(fabs(v3.x), fabs(v3.y));
-            bad |= !(fabs(v0.x) <= DMAX) | !(fabs(v0.y) <= DMAX) | !(fabs(v1.x) <= DMAX)
-                 | !(fabs(v1.y) <= DMAX) | !(fabs(v2.x) <= DMAX) | !(fabs(v2.y) <= DMAX)
-                 | !(fabs(v3.x) <= DMAX) | !(fabs(v3.y) <= DMAX);
-            mx = fmax(mx, fmax(fmax(a0, a1), fmax(a2, a3)));
-        }
-        for (; kk < k; ++kk) {
-            double2 v = p[kk * sc];
-            bad |= !(fabs(v.x) <= DMAX) | !(fabs(v.y) <= DMAX);
-            mx = fmax(mx, fmax(fabs(v.x), fabs(v.y)));
-        }
-        int e = 0;
-        if (bad) { *flag = 1; mx = 0.0; }
-        if (mx != 0.0) frexp(mx, &e);
-        exps[r] = e;
-        if (want && !bad) {
-            for (kk = 0; kk < k; ++kk) {
-                double2 v = p[kk * sc];
-                oz_hist_add(sh, e, v.x);
-                oz_hist_add(sh, e, v.y);
-            }
-        }
-    }
-    if (want) oz_hist_flush(sh, hist);
-}
-
-// The same, one warp per row: for rows contiguous along k (|sc| == 1). blockDim.x %% 32 == 0.
-extern "C" __global__ void oz_analyse_w(
-    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
-    int* __restrict__ exps, unsigned long long* __restrict__ hist, int* __restrict__ flag)
-{
-    __shared__ unsigned int sh[MAXD + 1];
-    const bool want = hist != 0;
-    if (want) {
-        for (int i = threadIdx.x; i <= MAXD; i += blockDim.x) sh[i] = 0u;
-        __syncthreads();
-    }
-    const int lane = threadIdx.x & 31;
-    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
-    for (long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows;
-         r += nwarps) {
-        const double2* p = x + r * sr;
-        double mx = 0.0;
-        int bad = 0;
-        for (long long kk = lane; kk < k; kk += 32) {
-            double2 v = p[kk * sc];
-            bad |= !(fabs(v.x) <= DMAX) | !(fabs(v.y) <= DMAX);
-            mx = fmax(mx, fmax(fabs(v.x), fabs(v.y)));
-        }
-        for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        bad = __any_sync(0xffffffffu, bad);
-        int e = 0;
-        if (bad) mx = 0.0;
-        if (mx != 0.0) frexp(mx, &e);
-        if (lane == 0) {
-            exps[r] = e;
-            if (bad) *flag = 1;
-        }
-        if (want && !bad) {
-            for (long long kk = lane; kk < k; kk += 32) {
-                double2 v = p[kk * sc];
-                oz_hist_add(sh, e, v.x);
-                oz_hist_add(sh, e, v.y);
-            }
-        }
-    }
-    if (want) oz_hist_flush(sh, hist);
-}
-"""
-
-_SPLIT_SOURCE = r"""
-// Split the rows of X (rows, k) complex128, element strides (sr, sc), into ns INT8 slices of
-// `bits` bits each ([ozIMMU] Alg. 3), written K-major to out (2 ra, ns, kpad): rows 0..rows-1
-// real parts, ra..ra+rows-1 imaginary parts (ra >= rows; rows rows..ra-1 of each half and
-// entries k..kpad-1 are zero); slice i at position i (rev: ns-1-i). Each thread handles CH
-// consecutive k of one row and stores CH bytes per slice.
-// qb == 0: adjacent threads take adjacent k-chunks of a row (rows contiguous along k, sc == 1).
-// qb > 0 (rows adjacent in memory, |sr| == 1): a warp takes a tile of 32/qb rows x qb chunks,
-// so that its loads cover 32/qb adjacent rows (full sectors) and its stores qb*CH contiguous
-// bytes of each slice row.
-extern "C" __global__ void oz_split(
-    const double2* __restrict__ x, long long rows, long long ra, long long k, long long kpad,
-    long long sr, long long sc, const int* __restrict__ exps, int bits, int ns, int rev,
-    signed char* __restrict__ out, int qb)
-{
-    const long long nq = kpad / CH;
-    const int rb = qb ? 32 / qb : 1;
-    const long long nrt = (ra + rb - 1) / rb;
-    const long long total = qb ? nrt * ((nq + qb - 1) / qb) * 32 : ra * nq;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    const double radix = (double)(1 << bits);
-    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += stride) {
-        long long r, q;
-        if (qb) {
-            const int lane = (int)(idx & 31);
-            const long long tile = idx >> 5;
-            r = (tile %% nrt) * rb + lane / qb;
-            q = (tile / nrt) * qb + lane %% qb;
-            if (r >= ra || q >= nq) continue;
-        } else {
-            q = idx %% nq; r = idx / nq;
-        }
-        const bool valid = r < rows;
-        const int scale = valid ? bits - exps[r] : 0;
-        double2 v[CH];
-#pragma unroll
-        for (int c = 0; c < CH; ++c) {
-            long long kk = q * CH + c;
-            v[c] = (valid && kk < k) ? x[r * sr + kk * sc] : make_double2(0.0, 0.0);
-        }
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            double rem[CH];
-#pragma unroll
-            for (int c = 0; c < CH; ++c) rem[c] = ldexp(half ? v[c].y : v[c].x, scale);
-            signed char* dst = out + ((half * ra + r) * ns) * kpad + q * CH;
-            for (int i = 0; i < ns; ++i) {
-                unsigned int w[CH / 4];
-#pragma unroll
-                for (int c = 0; c < CH / 4; ++c) w[c] = 0u;
-#pragma unroll
-                for (int c = 0; c < CH; ++c) {
-                    // round to nearest (ties to even, as np.rint), clipped to the INT8 slice
-                    // range: the CPU's split_rows, bit for bit
-                    double t = fmin(fmax(rint(rem[c]), -(radix - 1.0)), radix - 1.0);
-                    w[c / 4] |= ((unsigned int)(int)t & 0xffu) << (8 * (c %% 4));
-                    rem[c] = (rem[c] - t) * radix;  // exact; unused after the last slice
-                }
-                signed char* p = dst + (long long)(rev ? ns - 1 - i : i) * kpad;
-#if CH == 16
-                *(uint4*)p = make_uint4(w[0], w[1], w[2], w[3]);
-#elif CH == 8
-                *(uint2*)p = make_uint2(w[0], w[1]);
-#else
-                *(unsigned int*)p = w[0];
-#endif
-            }
-        }
-    }
-}
-"""
-
-_ACCUM_SOURCE = r"""
-// out[i, j] = ldexp(acc, eA[i] + eB[j]) with acc = sum over groups, t = s+1 down to 2, of
-// P_t * 2**(-t bits), in that order (the CPU's _accumulate). prod holds G INT32 planes
-// (2mp, 2nbp) (row stride 2nbp; A's imaginary rows from mp, B's imaginary columns from nbp);
-// plane g belongs to group gt[g]; consecutive planes of one group are chunks of P_t and are
-// summed exactly in INT64 first.
-extern "C" __global__ void oz_accumulate(
-    const int* __restrict__ prod, long long m, long long mp, long long nb, long long nbp, int G,
-    const int* __restrict__ gt, int bits, const int* __restrict__ eA,
-    const int* __restrict__ eB, double2* __restrict__ out, long long so_r, long long so_c)
-{
-    const long long total = m * nb;
-    const long long ld = 2 * nbp;
-    const long long plane = 4 * mp * nbp;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += stride) {
-        const long long j = idx %% nb, i = idx / nb;
-        const long long o_rr = i * ld + j, o_ri = i * ld + nbp + j;
-        const long long o_ir = (mp + i) * ld + j, o_ii = (mp + i) * ld + nbp + j;
-        double ar = 0.0, ai = 0.0;
-        bool first = true;
-        int g = 0;
-        while (g < G) {
-            const int t = gt[g];
-            long long rr = 0, ii = 0, ri = 0, ir = 0;
-            do {
-                const int* p = prod + (long long)g * plane;
-                rr += p[o_rr]; ii += p[o_ii]; ri += p[o_ri]; ir += p[o_ir];
-                ++g;
-            } while (g < G && gt[g] == t);
-            const double re = (double)(rr - ii), im = (double)(ri + ir);  // exact integers
-            const double w = ldexp(1.0, -t * bits);
-            if (first) {
-                ar = __dmul_rn(re, w); ai = __dmul_rn(im, w); first = false;
-            } else {
-                ar = __dadd_rn(ar, __dmul_rn(re, w)); ai = __dadd_rn(ai, __dmul_rn(im, w));
-            }
-        }
-        const int e = eA[i] + eB[j];
-        out[i * so_r + j * so_c] = make_double2(ldexp(ar, e), ldexp(ai, e));
-    }
-}
-"""
-
-_SMALL_SOURCE = r"""
-// The slice products for a small A (2mp = MP2 <= 32 rows), on the CUDA cores: cuBLAS's INT8
-// GEMMs are slow for such skinny shapes (N = 2mp). a: (MP2, wpr) and b: (nrows, wpr) INT32
-// words (4 INT8 each, wpr = s kpad / 4); plane g of prod is (MP2, ld) INT32 with
-// P_g[ii, jj] = sum_w dp4a(a[ii, aoff_g + w], b[jj, boff_g + w]), w < nw_g, gdesc[g] =
-// (aoff_g, boff_g, nw_g) in words: the same planes as the cuBLAS path, exact in INT32 (the plan
-// keeps every plane within INT32). A is kept in shared memory; each block stages the B rows of
-// its TB threads (one row a thread) transposed in shared memory; each thread accumulates all
-// MP2 rows of a plane in registers.
-extern "C" __global__ void oz_small_gemm(
-    const int* __restrict__ a, const int* __restrict__ b, long long nrows, int wpr,
-    const int* __restrict__ gdesc, int G, int* __restrict__ prod, long long ld)
-{
-    extern __shared__ int smem[];
-    int* sa = smem;
-    int* sb = smem + MP2 * wpr;
-    const int TB = blockDim.x, TBp = blockDim.x + 1;
-    for (int i = threadIdx.x; i < MP2 * wpr; i += TB) sa[i] = a[i];
-    const long long plane = (long long)MP2 * ld;
-    for (long long j0 = (long long)blockIdx.x * TB; j0 < nrows; j0 += (long long)gridDim.x * TB) {
-        __syncthreads();
-        const long long left = nrows - j0;
-        const int nr = left < TB ? (int)left : TB;
-        const int* src = b + j0 * wpr;
-        for (long long i = threadIdx.x; i < (long long)nr * wpr; i += TB) {
-            const int row = (int)(i / wpr), w = (int)(i - (long long)row * wpr);
-            sb[w * TBp + row] = src[i];
-        }
-        __syncthreads();
-        if (threadIdx.x < nr) {
-            const int* mb = sb + threadIdx.x;
-            for (int g = 0; g < G; ++g) {
-                const int aoff = gdesc[3 * g], boff = gdesc[3 * g + 1], nw = gdesc[3 * g + 2];
-                int acc[MP2];
-#pragma unroll
-                for (int ii = 0; ii < MP2; ++ii) acc[ii] = 0;
-                for (int w = 0; w < nw; ++w) {
-                    const int bw = mb[(boff + w) * TBp];
-                    const int* aw = sa + aoff + w;
-#pragma unroll
-                    for (int ii = 0; ii < MP2; ++ii) acc[ii] = __dp4a(aw[ii * wpr], bw, acc[ii]);
-                }
-                int* dst = prod + g * plane + j0 + threadIdx.x;
-#pragma unroll
-                for (int ii = 0; ii < MP2; ++ii) dst[ii * ld] = acc[ii];
-            }
-        }
-    }
-}
-"""
-
-_modules: dict = {}
-
-
-def _module(key: str, source: str, options: tuple = ()):
-    mod = _modules.get((key, options))
-    if mod is None:
-        mod = cp.RawModule(code=source, options=options)
-        _modules[(key, options)] = mod
-    return mod
+# -- kernels --------------------------------------------------------------------------------------
+#: The CUDA sources of the stages (package data: ``kernels/*.cu``, ``kernels/*.cuh``).
+_KERNELS = Path(__file__).parent / "kernels"
 
 
 def _kernel(name: str):
+    """``oz_analyse_t`` / ``oz_analyse_w`` (``kernels/analyse.cu``) or ``oz_accumulate``
+    (``kernels/accumulate.cu``)."""
     if name in ("oz_analyse_t", "oz_analyse_w"):
-        return _module("analyse", _SOURCE % {"maxd": MAX_EXP_DIFF, "hist": HIST_DEVICE}).get_function(name)
+        return raw_module(_KERNELS / "analyse.cu", (f"-DMAXD={MAX_EXP_DIFF}",)).get_function(name)
     if name == "oz_accumulate":
-        return _module("accumulate", _ACCUM_SOURCE % {}).get_function(name)
+        return raw_module(_KERNELS / "accumulate.cu").get_function(name)
     raise KeyError(name)
 
 
 def _small_kernel(mp2: int):
-    return _module("small", _SMALL_SOURCE, (f"-DMP2={mp2}",)).get_function("oz_small_gemm")
+    """``oz_small_gemm`` (``kernels/products_dp4a.cu``) for A of ``mp2`` stored rows."""
+    return raw_module(_KERNELS / "products_dp4a.cu", (f"-DMP2={mp2}",)).get_function(
+        "oz_small_gemm")
 
 
 def _split_kernel(chunk: int):
-    return _module("split", _SPLIT_SOURCE % {}, (f"-DCH={chunk}",)).get_function("oz_split")
-
-
-_sm_count: dict = {}
-
-
-def _sms() -> int:
-    dev = cp.cuda.Device().id
-    if dev not in _sm_count:
-        _sm_count[dev] = cp.cuda.runtime.getDeviceProperties(dev)["multiProcessorCount"]
-    return _sm_count[dev]
+    """``oz_split`` (``kernels/split.cu``) storing ``chunk`` bytes a thread and slice."""
+    return raw_module(_KERNELS / "split.cu", (f"-DCH={chunk}",)).get_function("oz_split")
 
 
 def _grid(total: int) -> int:
@@ -411,61 +125,7 @@ def _grid(total: int) -> int:
     return int(max(1, min(-(-total // _THREADS), 32 * _sms())))
 
 
-# -- stage timing -------------------------------------------------------------------------------
-class _StageTimer:
-    def __init__(self):
-        self.events: list = []
-        self.totals: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def stage(self, name: str):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        try:
-            yield
-        finally:
-            end.record()
-            self.events.append((name, start, end))
-
-    def finish(self):
-        for name, start, end in self.events:
-            end.synchronize()
-            self.totals[name] = self.totals.get(name, 0.0) + cp.cuda.get_elapsed_time(start, end)
-
-
-_timer: _StageTimer | None = None
-
-
-@contextlib.contextmanager
-def profile_stages():
-    """Time the GPU stages of the INT8 GEMMs run inside the block (CUDA events).
-
-    Yields:
-        ``dict`` stage name -> milliseconds (``"analyse"``, ``"split_a"``, ``"split_b"``,
-        ``"gemm"``, ``"accumulate"``), filled when the block exits (it synchronizes).
-    """
-    global _timer
-    prev, timer = _timer, _StageTimer()
-    _timer = timer
-    try:
-        yield timer.totals
-    finally:
-        _timer = prev
-        timer.finish()
-
-
-def _stage(name: str):
-    return _timer.stage(name) if _timer is not None else contextlib.nullcontext()
-
-
 # -- analysis and splitting ---------------------------------------------------------------------
-def _strides(x) -> tuple[int, int]:
-    sr, sc = x.strides
-    if sr % 16 or sc % 16:
-        raise ValueError("complex128 operand with strides that are not multiples of 16 bytes")
-    return sr // 16, sc // 16
-
-
 def analyse(x, histogram: bool = True):
     """Row exponents and loss histogram of a complex matrix on the GPU, one read of each value.
 
@@ -501,16 +161,6 @@ def analyse(x, histogram: bool = True):
     if int(flag.get()[0]):
         raise NonFiniteError("GEMM operand has NaN or Inf entries")
     return exps, (hist.get().view(np.int64) if histogram else None)
-
-
-def padded_k(k: int) -> int:
-    """Inner dimension as stored: k rounded up to a multiple of 16 (k >= 64) or 4 (smaller).
-
-    cuBLAS's INT8 (IMMA) GEMMs want 4-byte aligned pointers, leading dimensions and m, k
-    multiples of 4 (16-byte alignment for its fastest kernels). Zero slices change no product.
-    """
-    q = 16 if k >= 64 else 4
-    return -(-k // q) * q
 
 
 def padded_rows(rows: int) -> int:
@@ -627,48 +277,19 @@ def plan(m: int, k: int, n: int, num_splits: int, bits: int, workspace_bytes: in
 last_stats: dict = {}
 
 
-#: Longest inner dimension (bytes) of one cuBLAS INT8 GEMM. Measured on an H100 (CUDA 13.0,
-#: benchmarks/int8_layout_probe.py): a 16384 x 16384 INT8 GEMM runs at 1.25 POP/s with K = 8192
-#: but 0.78 POP/s with K = 16384 and 0.69 with K = 65536, so a group's GEMM is cut into pieces
-#: of at most this K (a multiple of 16) that add into the same INT32 plane (beta = 1; exact,
-#: since the plan bounds the plane's sum).
-MAX_GEMM_K = 8192
-
 #: Shared memory the CUDA-core product kernel may use per block (no opt-in needed below 48 KiB).
 _SMALL_SMEM = 48 * 1024
 
 
 def _small_block(mp2: int, wpr: int) -> int:
-    """Threads per block for :data:`_SMALL_SOURCE`, or 0 where cuBLAS should run the products
-    (A with more than 32 rows, or slices too long for shared memory)."""
+    """Threads per block of ``oz_small_gemm`` (``kernels/products_dp4a.cu``), or 0 where cuBLAS
+    should run the products (A with more than 32 rows, or slices too long for shared memory)."""
     if mp2 > 32:
         return 0
     for tb in (256, 128, 64, 32):
         if 4 * wpr * (mp2 + tb + 1) <= _SMALL_SMEM:
             return tb
     return 0
-
-
-def _gemm_tn(handle, m_, n_, k_, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, beta=False):
-    """C (m_ x n_, column-major) = A^T B (+ C if beta) with A (k_ x m_) and B (k_ x n_)
-    column-major, INT8 inputs, INT32 output and compute."""
-    cublas.gemmEx(handle, _OP_T, _OP_N, m_, n_, k_, _ONE.ctypes.data, a_ptr, _CUDA_R_8I, lda,
-                  b_ptr, _CUDA_R_8I, ldb, (_ONE if beta else _ZERO).ctypes.data, c_ptr,
-                  _CUDA_R_32I, ldc, _COMPUTE_32I, _GEMM_DEFAULT)
-
-
-def gemm_tn_long(handle, m_, n_, k_, a_ptr, lda, b_ptr, ldb, c_ptr, ldc) -> None:
-    """:func:`_gemm_tn` (beta = 0) for any ``k_`` whose INT32 sums are exact: the fastest of
-    ``cublasGemmEx`` in pieces of ``K <= MAX_GEMM_K`` (added with beta = 1, exact in INT32) and
-    the cuBLASLt algorithms, timed once per shape (:mod:`ozsim.gemm.ozaki1.cublaslt`)."""
-    from . import cublaslt as _cublaslt
-
-    def pieces(beta: bool) -> None:
-        for off in range(0, k_, MAX_GEMM_K):
-            _gemm_tn(handle, m_, n_, min(MAX_GEMM_K, k_ - off), a_ptr + off, lda, b_ptr + off,
-                     ldb, c_ptr, ldc, beta=beta or off > 0)
-
-    _cublaslt.gemm_tn(pieces, m_, n_, k_, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
 
 
 def prepared_slices(prep, num_splits: int, bits: int):
@@ -759,11 +380,3 @@ def int8_zgemm_gpu(prep, b, num_splits: int, bits: int, *, b_exponents=None, out
                  b_exponents[j0 : j0 + nb], out[:, j0 : j0 + nb], np.int64(so_r),
                  np.int64(so_c)))
     return out
-
-
-def default_workspace_bytes(reserve: int = 0, cap: int = 1 << 34) -> int:
-    """GPU working-memory budget: half the free device memory left after ``reserve`` bytes,
-    clamped to 256 MiB..``cap`` (16 GiB by default)."""
-    free, _ = cp.cuda.Device().mem_info
-    avail = int(free) + int(cp.get_default_memory_pool().free_bytes()) - int(reserve)
-    return int(min(max(avail // 2, 1 << 28), cap))

@@ -1,0 +1,99 @@
+// Scheme I, stage "analyse" (ozsim.gemm.ozaki1.cuda.analyse): the scaling exponent of every
+// row, a NaN/Inf flag and, for INT8-AUTO, the loss histogram, reading each value once.
+// Options: -DMAXD=<ozaki1.cuda.MAX_EXP_DIFF> (the histogram's last bin).
+#ifndef MAXD
+#error "analyse.cu needs -DMAXD=<MAX_EXP_DIFF>"
+#endif
+#define DMAX 1.7976931348623157e308
+#include "histogram.cuh"
+
+// Scaling exponents (and optionally the loss histogram) of the rows of X (rows, k), complex128
+// with element strides (sr, sc). One thread per row: for rows adjacent in memory (|sr| == 1).
+extern "C" __global__ void oz_analyse_t(
+    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    int* __restrict__ exps, unsigned long long* __restrict__ hist, int* __restrict__ flag)
+{
+    __shared__ unsigned int sh[MAXD + 1];
+    const bool want = hist != 0;
+    if (want) {
+        for (int i = threadIdx.x; i <= MAXD; i += blockDim.x) sh[i] = 0u;
+        __syncthreads();
+    }
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += stride) {
+        const double2* p = x + r * sr;
+        double mx = 0.0;
+        bool bad = false;
+        long long kk = 0;
+        for (; kk + 4 <= k; kk += 4) {
+            double2 v0 = p[kk * sc], v1 = p[(kk + 1) * sc], v2 = p[(kk + 2) * sc],
+                    v3 = p[(kk + 3) * sc];
+            double a0 = fmax(fabs(v0.x), fabs(v0.y)), a1 = fmax(fabs(v1.x), fabs(v1.y));
+            double a2 = fmax(fabs(v2.x), fabs(v2.y)), a3 = fmax(fabs(v3.x), fabs(v3.y));
+            bad |= !(fabs(v0.x) <= DMAX) | !(fabs(v0.y) <= DMAX) | !(fabs(v1.x) <= DMAX)
+                 | !(fabs(v1.y) <= DMAX) | !(fabs(v2.x) <= DMAX) | !(fabs(v2.y) <= DMAX)
+                 | !(fabs(v3.x) <= DMAX) | !(fabs(v3.y) <= DMAX);
+            mx = fmax(mx, fmax(fmax(a0, a1), fmax(a2, a3)));
+        }
+        for (; kk < k; ++kk) {
+            double2 v = p[kk * sc];
+            bad |= !(fabs(v.x) <= DMAX) | !(fabs(v.y) <= DMAX);
+            mx = fmax(mx, fmax(fabs(v.x), fabs(v.y)));
+        }
+        int e = 0;
+        if (bad) { *flag = 1; mx = 0.0; }
+        if (mx != 0.0) frexp(mx, &e);
+        exps[r] = e;
+        if (want && !bad) {
+            for (kk = 0; kk < k; ++kk) {
+                double2 v = p[kk * sc];
+                oz_hist_add(sh, e, v.x);
+                oz_hist_add(sh, e, v.y);
+            }
+        }
+    }
+    if (want) oz_hist_flush(sh, hist);
+}
+
+// The same, one warp per row: for rows contiguous along k (|sc| == 1). blockDim.x % 32 == 0.
+extern "C" __global__ void oz_analyse_w(
+    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    int* __restrict__ exps, unsigned long long* __restrict__ hist, int* __restrict__ flag)
+{
+    __shared__ unsigned int sh[MAXD + 1];
+    const bool want = hist != 0;
+    if (want) {
+        for (int i = threadIdx.x; i <= MAXD; i += blockDim.x) sh[i] = 0u;
+        __syncthreads();
+    }
+    const int lane = threadIdx.x & 31;
+    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows;
+         r += nwarps) {
+        const double2* p = x + r * sr;
+        double mx = 0.0;
+        int bad = 0;
+        for (long long kk = lane; kk < k; kk += 32) {
+            double2 v = p[kk * sc];
+            bad |= !(fabs(v.x) <= DMAX) | !(fabs(v.y) <= DMAX);
+            mx = fmax(mx, fmax(fabs(v.x), fabs(v.y)));
+        }
+        for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        bad = __any_sync(0xffffffffu, bad);
+        int e = 0;
+        if (bad) mx = 0.0;
+        if (mx != 0.0) frexp(mx, &e);
+        if (lane == 0) {
+            exps[r] = e;
+            if (bad) *flag = 1;
+        }
+        if (want && !bad) {
+            for (long long kk = lane; kk < k; kk += 32) {
+                double2 v = p[kk * sc];
+                oz_hist_add(sh, e, v.x);
+                oz_hist_add(sh, e, v.y);
+            }
+        }
+    }
+    if (want) oz_hist_flush(sh, hist);
+}

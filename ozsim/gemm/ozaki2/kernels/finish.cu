@@ -1,0 +1,158 @@
+// Scheme II, stage "crt" (ozsim.gemm.ozaki2.cuda._finish): the CRT reconstruction crt_finish.
+// Options: those of crt_common.cuh; -DNMODC=<moduli> -DNLIMBC=<digits of P>; the pass structure
+// -DFINISH_PARTS, -DFINISH_PRELOAD, -DFINISH_BLOCKS, -DFINISH_THREADS (ozaki2.cuda._FINISH_OPTS).
+#ifndef NMODC
+#define NMODC 1
+#define NLIMBC 1
+#endif
+#include "crt_common.cuh"
+
+// CRT reconstruction (ozaki2._CRTAccumulator), NMODC moduli and NLIMBC digits fixed at compile
+// time: u is (NMODC, 2, m, ld) UINT8 (ld a multiple of 4); cst holds 1/p (NMODC), then the digits
+// of P/p ((NMODC, NLIMBC), lowest first), then the digits of P (NLIMBC), staged in shared memory.
+// out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). Each thread takes 4
+// adjacent columns of row i (blockIdx.y: i - i0), in passes of FINISH_PARTS parts: 2 (re and im
+// together, as one pass) or 1 (re, then im: half the live accumulators and loaded words, so
+// that 3 blocks of 256 fit per multiprocessor at 80 registers instead of 2 at 96). The kernel is
+// latency-bound (ncu, H100, N = 28 d = 8: 23% occupancy, FP64 pipe 51%, DRAM 53%); one part a
+// pass took N = 28 d = 8 (15 moduli, 3 digits) from 7.03 to 5.55 ms, but with 16 moduli (4
+// digits) it left the second part's loads exposed and was slower, unless every word is loaded
+// up front (FINISH_PRELOAD, 2 blocks of 256): ozaki2.cuda._FINISH_OPTS picks per digit count
+// (benchmarks/crt_finish_probe.py). Per part: NMODC independent 4-byte loads (one word per
+// plane, 4 columns), bytes to FP64 by an exponent trick rather than a conversion; no
+// grid-stride loop (so the constants stay in shared memory).
+#ifndef FINISH_PARTS
+#define FINISH_PARTS 2
+#endif
+#ifndef FINISH_BLOCKS
+#define FINISH_BLOCKS 3
+#endif
+#ifndef FINISH_THREADS
+#define FINISH_THREADS 256
+#endif
+#if !defined(FINISH_PRELOAD) || FINISH_PARTS != 1
+#undef FINISH_PRELOAD
+#define FINISH_PRELOAD 0
+#endif
+#if FINISH_PARTS == 1  // 3 blocks of 256 at <= 85 registers (no spills: 78-80)
+#define FINISH_BOUNDS __launch_bounds__(FINISH_THREADS, FINISH_BLOCKS)
+#else  // as measured before: no bounds (96 registers at N = 15, 128 at N = 16)
+#define FINISH_BOUNDS
+#endif
+extern "C" __global__ void FINISH_BOUNDS crt_finish(
+    const unsigned char* __restrict__ u, long long m, long long nb, long long ld,
+    const double* __restrict__ cst, const int* __restrict__ fa, const int* __restrict__ fb,
+    int gsum, double2* __restrict__ out, long long so_r, long long so_c, long long i0)
+{
+    constexpr int PP = FINISH_PARTS;
+    __shared__ double sc[NMODC * (NLIMBC + 1) + NLIMBC];
+    const int ncst = NMODC * (NLIMBC + 1) + NLIMBC;
+    for (int t = threadIdx.x; t < ncst; t += blockDim.x) sc[t] = cst[t];
+    __syncthreads();
+    const long long i = i0 + blockIdx.y;
+    const long long j0 = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
+    if (j0 >= nb) return;
+    // one part per pass: volatile, so that the constants are read where used, once per pass,
+    // not hoisted out of the pass loop into registers (N (NLIMBC + 1) doubles would undo the
+    // halved state); both parts in one pass: plain (volatile reads there took 222-254 registers)
+#if FINISH_PARTS == 1
+#define FINISH_CV volatile
+#else
+#define FINISH_CV
+#endif
+    const FINISH_CV double* invp = sc;
+    const FINISH_CV double* lm = sc + NMODC;
+    const FINISH_CV double* lp = sc + NMODC + NMODC * NLIMBC;
+    const long long plane = m * ld;
+    const unsigned int* ui = (const unsigned int*)(u + i * ld + j0);  // j0 + 3 < ld
+    const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
+    double res[2][4];
+#if FINISH_PRELOAD  // one part per pass, but every word loaded up front (the loads overlap)
+    unsigned int w_re[NMODC], w_im[NMODC];
+#pragma unroll
+    for (int l = 0; l < NMODC; ++l) {
+        w_re[l] = ui[(2 * l) * (plane / 4)];
+        w_im[l] = ui[(2 * l + 1) * (plane / 4)];
+    }
+#endif
+#pragma unroll 1
+    for (int p0 = 0; p0 < 2; p0 += PP) {  // not unrolled: one pass's state live at a time
+        unsigned int w[NMODC][PP];
+#pragma unroll
+        for (int l = 0; l < NMODC; ++l) {
+#pragma unroll
+            for (int pp = 0; pp < PP; ++pp) {
+#if FINISH_PRELOAD
+                w[l][pp] = p0 ? w_im[l] : w_re[l];
+#else
+                w[l][pp] = ui[(2 * l + p0 + pp) * (plane / 4)];
+#endif
+            }
+        }
+        // per output (4 columns x PP parts): the quotient estimate and the digit sums; the
+        // moduli loop outermost, so that each constant read from shared memory serves all
+        double q[4][PP], d[4][PP][NLIMBC];
+#pragma unroll
+        for (int col = 0; col < 4; ++col) {
+#pragma unroll
+            for (int pp = 0; pp < PP; ++pp) {
+                q[col][pp] = 0.0;
+#pragma unroll
+                for (int c = 0; c < NLIMBC; ++c) d[col][pp][c] = 0.0;
+            }
+        }
+#pragma unroll
+        for (int l = 0; l < NMODC; ++l) {
+            const double ip = invp[l];
+            double lml[NLIMBC];
+#pragma unroll
+            for (int c = 0; c < NLIMBC; ++c) lml[c] = lm[l * NLIMBC + c];
+#pragma unroll
+            for (int col = 0; col < 4; ++col) {
+#pragma unroll
+                for (int pp = 0; pp < PP; ++pp) {
+                    // 2**52 + byte, exactly, minus 2**52
+                    const unsigned int byte = (w[l][pp] >> (8 * col)) & 0xffu;
+                    const double v = __hiloint2double(0x43300000, byte) - 4503599627370496.0;
+                    // only rint(q) is used: exact (|C'| < P/2 (1 - 2**-40))
+                    q[col][pp] += v * ip;
+#pragma unroll
+                    for (int c = 0; c < NLIMBC; ++c) d[col][pp][c] += v * lml[c];  // exact
+                }
+            }
+        }
+        double lpr[NLIMBC];
+#pragma unroll
+        for (int c = 0; c < NLIMBC; ++c) lpr[c] = lp[c];
+#pragma unroll
+        for (int col = 0; col < 4; ++col) {
+#pragma unroll
+            for (int pp = 0; pp < PP; ++pp) {
+                double* dd = d[col][pp];
+                const double qq = rint_small(q[col][pp]);
+#pragma unroll
+                for (int c = 0; c < NLIMBC; ++c) dd[c] -= qq * lpr[c];  // exact
+#pragma unroll
+                for (int c = 0; c + 1 < NLIMBC; ++c) {  // balanced digits, exact
+                    const double carry = rint_small(dd[c] * iradix);
+                    dd[c] -= carry * radix;
+                    dd[c + 1] += carry;
+                }
+                double v = dd[0];
+#pragma unroll
+                for (int c = 1; c < NLIMBC; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact
+                if (PP == 2) res[pp][col] = v;
+                else if (p0) res[1][col] = v;
+                else res[0][col] = v;
+            }
+        }
+    }
+    const int sha = fa[i] - gsum;
+#pragma unroll
+    for (int col = 0; col < 4; ++col) {
+        const long long j = j0 + col;
+        if (j >= nb) break;
+        const int sh = sha + fb[j];
+        out[i * so_r + j * so_c] = make_double2(ldexp(res[0][col], sh), ldexp(res[1][col], sh));
+    }
+}
