@@ -87,9 +87,12 @@ def test_one_pass_kernel_rejects_bad_targets():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend,T", [("int8x3", 1), ("int8x9", 1), ("int8x18", 1),
-                                       ("int8-auto", 0), ("int8-auto", 1), ("int8-auto", 4)])
+                                       ("int8-auto", 0), ("int8-auto", 1), ("int8-auto", 4),
+                                       ("int8-crt2", 1), ("int8-crt3", 1), ("int8-crt8", 1),
+                                       ("int8-crt14", 1), ("int8-crt20", 1),
+                                       ("int8-crt-auto", 0), ("int8-crt-auto", 3)])
 @pytest.mark.parametrize("d", [1, 2])
-def test_one_pass_int8_gate_is_bitwise_the_cpu_product(backend, T, d):
+def test_one_pass_emulated_gate_is_bitwise_the_cpu_product(backend, T, d):
     cp = cupy_or_skip()
     from ozsim.gemm import registry, zgemm
     from ozsim.testing import ozaki_matrix
@@ -112,18 +115,19 @@ def test_one_pass_int8_gate_is_bitwise_the_cpu_product(backend, T, d):
                                  .reshape(1 << d, -1))
         c, cinfo = zgemm(u, b, backend=backend, T=T, return_info=True)
         want = np.transpose(c.reshape((2,) * n), np.argsort(axes + rest)).reshape(-1)
-        assert info.num_splits == cinfo.num_splits and info.fallback == cinfo.fallback
+        assert (info.num_splits, info.num_moduli, info.kept_bits, info.fallback) == \
+            (cinfo.num_splits, cinfo.num_moduli, cinfo.kept_bits, cinfo.fallback)
         assert np.isfinite(got).all()
         np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.gpu
-def test_one_pass_int8_gate_raises_on_nan():
+def test_one_pass_emulated_gate_raises_on_nan():
     cp = cupy_or_skip()
     from ozsim import NonFiniteError
     from ozsim.gemm import registry
 
-    for backend in ("int8x9", "int8-auto"):
+    for backend in ("int8x9", "int8-auto", "int8-crt14", "int8-crt-auto"):
         sv = StateVector(6, cp)
         sv._buf[5] = np.nan
         with pytest.raises(NonFiniteError, match="NaN or Inf"):
@@ -132,7 +136,8 @@ def test_one_pass_int8_gate_raises_on_nan():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["int8-auto", "int8x8", "zgemm"])
+@pytest.mark.parametrize("backend", ["int8-auto", "int8x8", "int8-crt-auto", "int8-crt12",
+                                     "zgemm"])
 def test_brickwork_of_small_gates_on_the_gpu_is_the_cpu_run(backend):
     cupy_or_skip()
     from ozsim import Simulator, gates

@@ -33,6 +33,8 @@ def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
         NonFiniteError: NaN or Inf in an operand (with ``check_finite``).
     """
     mat = getattr(a, "matrix", a)
+    if getattr(b, "_ozsim_gathered", False):  # the state read through offsets: a copy first
+        b = b.materialize()
     if check_finite and not (bool(xp.isfinite(mat).all()) and bool(xp.isfinite(b).all())):
         raise NonFiniteError("GEMM operand has NaN or Inf entries")
     return matmul(mat, b, out, xp), GemmInfo(backend.name, None)

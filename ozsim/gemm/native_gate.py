@@ -14,11 +14,12 @@ rounding (not bitwise: BLAS libraries order their sums in their own ways).
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import cupy as cp
 import numpy as np
+
+from ._gpu import raw_module
 
 __all__ = ["MAX_QUBITS", "apply_dense"]
 
@@ -29,9 +30,8 @@ _SOURCE = Path(__file__).parent / "kernels" / "dense_gate.cu"
 _MEMCPY_D2D = 3  # cudaMemcpyDeviceToDevice
 
 
-@functools.cache
 def _module(d: int, device: int):
-    return cp.RawModule(code=_SOURCE.read_text(), options=("-std=c++17", f"-DGATE_QUBITS={d}"))
+    return raw_module(_SOURCE, ("-std=c++17", f"-DGATE_QUBITS={d}"))
 
 
 def apply_dense(psi, matrix, positions) -> None:

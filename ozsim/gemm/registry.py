@@ -170,6 +170,8 @@ SCHEMES: tuple[Scheme, ...] = (
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",
         run=ozaki2_backend.run,
         prepare=ozaki2_backend.prepare,
+        one_pass_qubits={"gpu": 2},
+        apply_one_pass=ozaki2_backend.apply_one_pass,
     ),
 )
 

@@ -6,9 +6,10 @@
 //   1. the column's exponent e: frexp of the largest |Re|, |Im| of the group (row_exponents);
 //   2. its slices: r = ldexp(x, BITS - e); S times q = clip(rint(r), +-(2**BITS - 1)),
 //      r = (r - q) 2**BITS (split_rows; every step exact);
-//   3. P_t = sum_{i+j=t} A_i B_j for t = S+1 down to 2, four real products ArBr, AiBi, ArBi,
-//      AiBr, as FP32 fused multiply-adds of integers (|partial sum| <= 17 * 8 * 127**2 < 2**24:
-//      exact in any order), from +0 (so that empty sums are +0, as BLAS's are);
+//   3. P_t = sum_{i+j=t} A_i B_j for t = S+1 down to 2, by Karatsuba's three real products
+//      ArBr, AiBi, (Ar+Ai)(Br+Bi) as FP32 fused multiply-adds of integers (|partial sum| <=
+//      17 * 4 * 254**2 < 2**24: exact in any order); Re P_t and Im P_t are then the same
+//      integers as the CPU's four products give;
 //   4. acc = acc + (Re P_t) 2**(-t BITS) in FP64, t from S+1 down (the CPU's fixed order; the
 //      product is exact, so contraction cannot change it), then ldexp(acc, eA[row] + e).
 // A's slices (as FP32) and exponents sit in constant memory: every thread of a warp reads the
@@ -35,7 +36,22 @@
 #endif
 #define MAXD 2200
 
-__constant__ float a_slices[2 * K * S * K];  // [part][row][slice][k] (split_rows' layout)
+__constant__ float a_slices[3 * K * S * K];  // [Re, Im, Re + Im][row][slice][k] (split_rows')
+#define RMAGIC 6755399441055744.0  // 1.5 * 2**52: (y + RMAGIC) - RMAGIC = rint(y), |y| < 2**51
+#define RMAGIC32 12582912.0f       // 1.5 * 2**23
+
+// Small integers between FP32, FP64 and INT32 by exponent tricks (exact for |v| < 2**22), not
+// the conversion unit (a quarter of the FP64 rate on Hopper).
+__device__ __forceinline__ float small_to_float(int v) { return __int_as_float(0x4B400000 + v) - RMAGIC32; }
+#if SPLITS * K * 254 * 254 < (1 << 22)  // every |P| < 2**22: the exponent trick is exact
+__device__ __forceinline__ int float_to_small(float v) { return __float_as_int(v + RMAGIC32) - 0x4B400000; }
+#else  // (d = 2, s > 16) products up to 2**24: the conversion unit
+__device__ __forceinline__ int float_to_small(float v) { return __float2int_rn(v); }
+#endif
+__device__ __forceinline__ double small_to_double(int v)
+{
+    return __hiloint2double(0x43300000, v ^ 0x80000000) - 4503601774854144.0;  // 2**52 + 2**31
+}
 __constant__ int a_exp[K];
 
 __device__ __forceinline__ long long group_base(long long g, const int (&sorted)[D])
@@ -91,46 +107,49 @@ int8_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, i
     int e;
     frexp(mx, &e);  // 0 for mx = 0
     const double lim = (double)((1 << BITS) - 1);
-    float b[2][K][S];  // [part][k][slice]
+    float b[3][K][S];  // [Re, Im, Re + Im][k][slice]
 #pragma unroll
     for (int c = 0; c < K; ++c) {
 #pragma unroll
         for (int part = 0; part < 2; ++part) {
-            double r = ldexp(part ? x[c].y : x[c].x, BITS - e);  // exact
+            double r = ldexp(part ? x[c].y : x[c].x, BITS - e);  // exact, |r| < 2**BITS
 #pragma unroll
             for (int j = 0; j < S; ++j) {
-                const double q = fmin(fmax(rint(r), -lim), lim);
-                b[part][c][j] = (float)q;
+                // rint by the magic constant (|r| <= 2**BITS + 1): exact, ties to even
+                const double q = fmin(fmax((r + RMAGIC) - RMAGIC, -lim), lim);
+                b[part][c][j] = small_to_float(__double2loint(q + RMAGIC));
                 r = (r - q) * (double)(1 << BITS);  // exact
             }
         }
+#pragma unroll
+        for (int j = 0; j < S; ++j) b[2][c][j] = b[0][c][j] + b[1][c][j];  // exact
     }
 #pragma unroll 1
     for (int row = 0; row < K; ++row) {
         double ar = 0.0, ai = 0.0;
 #pragma unroll
         for (int t = S + 1; t >= 2; --t) {
-            float prr = 0.0f, pii = 0.0f, pri = 0.0f, pir = 0.0f;
+            // Karatsuba: P1 = Ar Br, P2 = Ai Bi, P3 = (Ar + Ai)(Br + Bi); Re = P1 - P2,
+            // Im = P3 - P1 - P2 (|partial sums| <= 17 * 4 * 254**2 < 2**24: exact in FP32)
+            float p1 = 0.0f, p2 = 0.0f, p3 = 0.0f;
 #pragma unroll
             for (int i = 1; i < t; ++i) {
                 const int j = t - i;
 #pragma unroll
                 for (int k = 0; k < K; ++k) {
-                    const float are = a_slices[((0 * K + row) * S + (i - 1)) * K + k];
-                    const float aim = a_slices[((1 * K + row) * S + (i - 1)) * K + k];
-                    prr = fmaf(are, b[0][k][j - 1], prr);
-                    pii = fmaf(aim, b[1][k][j - 1], pii);
-                    pri = fmaf(are, b[1][k][j - 1], pri);
-                    pir = fmaf(aim, b[0][k][j - 1], pir);
+                    const int ia = (row * S + (i - 1)) * K + k;
+                    p1 = fmaf(a_slices[ia], b[0][k][j - 1], p1);
+                    p2 = fmaf(a_slices[K * S * K + ia], b[1][k][j - 1], p2);
+                    p3 = fmaf(a_slices[2 * K * S * K + ia], b[2][k][j - 1], p3);
                 }
             }
-            const double re = (double)prr - (double)pii, im = (double)pri + (double)pir;  // exact
+            const int i1 = float_to_small(p1), i2 = float_to_small(p2), i3 = float_to_small(p3);
+            const double re = small_to_double(i1 - i2), im = small_to_double(i3 - i1 - i2);  // exact
             const double w = ldexp(1.0, -t * BITS);
-            if (t == S + 1) {
-                ar = __dmul_rn(re, w); ai = __dmul_rn(im, w);
-            } else {
-                ar = __dadd_rn(ar, __dmul_rn(re, w)); ai = __dadd_rn(ai, __dmul_rn(im, w));
-            }
+            // acc + P_t 2**(-t BITS): the product is exact, so a fused multiply-add rounds once,
+            // as the CPU's multiply-then-add does
+            ar = (t == S + 1) ? re * w : fma(re, w, ar);
+            ai = (t == S + 1) ? im * w : fma(im, w, ai);
         }
         const int sh = a_exp[row] + e;
         psi[base + member_offset(row, pos)] = make_double2(ldexp(ar, sh), ldexp(ai, sh));

@@ -17,13 +17,13 @@ integers below ``2**24``) plus ``2 s`` FP64 operations of the accumulation; at `
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import cupy as cp
 import numpy as np
 
 from ...errors import NonFiniteError
+from .._gpu import raw_module
 from .scheme import _MAX_EXP_DIFF, MIN_SPLITS, bits_per_slice, choose_num_splits
 
 __all__ = ["MAX_QUBITS", "apply", "statistics"]
@@ -35,11 +35,9 @@ _SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "int8_gate.cu"
 _MEMCPY_D2D = 3
 
 
-@functools.cache
 def _module(d: int, s: int, bits: int, device: int):
-    return cp.RawModule(code=_SOURCE.read_text(),
-                        options=("-std=c++17", f"-DGATE_QUBITS={d}", f"-DSPLITS={s}",
-                                 f"-DBITS={bits}"))
+    return raw_module(_SOURCE, ("-std=c++17", f"-DGATE_QUBITS={d}", f"-DSPLITS={s}",
+                                f"-DBITS={bits}"))
 
 
 def _positions(positions) -> list[np.int32]:
@@ -102,7 +100,9 @@ def apply(psi, prep, positions, num_splits: int | None, T: float):
         if s is None:
             return None, hist_b
     mod = _module(d, s, bits, cp.cuda.Device().id)
-    slices = cp.ascontiguousarray(prep.split(s, bits).slices, dtype=cp.float32)  # (2m, s, k)
+    sl = prep.split(s, bits).slices.astype(cp.float32)  # (2m, s, k): Re rows, then Im rows
+    m = sl.shape[0] // 2
+    slices = cp.ascontiguousarray(cp.concatenate([sl[:m], sl[m:], sl[:m] + sl[m:]]))
     exps = cp.ascontiguousarray(prep.exponents, dtype=cp.int32)
     stream = cp.cuda.get_current_stream().ptr
     cp.cuda.runtime.memcpyAsync(mod.get_global("a_slices").ptr, slices.data.ptr, slices.nbytes,

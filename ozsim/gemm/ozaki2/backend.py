@@ -4,14 +4,37 @@ from __future__ import annotations
 
 from ..info import GemmInfo
 from ..native import matmul
-from .scheme import PreparedCRTOperand, crt_zgemm
+from .scheme import PreparedCRTOperand, choose_plan, crt_zgemm, fixed_plan
 
-__all__ = ["prepare", "run"]
+__all__ = ["apply_one_pass", "prepare", "run"]
 
 
 def prepare(matrix) -> PreparedCRTOperand:
     """The gate operand, analysed once (norm exponents, loss moments; residues cached)."""
     return PreparedCRTOperand(matrix)
+
+
+def apply_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
+    """The GPU's one-pass scheme II gate, ``d <= 2`` (:mod:`ozsim.gemm.ozaki2.onepass`); native
+    one-pass when ``int8-crt-auto`` finds no ``N <= 20`` (a fallback, as :func:`run`'s).
+
+    Returns:
+        The :class:`GemmInfo` :func:`run` would give for the same product.
+    """
+    from .. import native_gate
+    from . import onepass
+
+    prep = gate if isinstance(gate, PreparedCRTOperand) else PreparedCRTOperand(gate)
+    if backend.count is not None:
+        plan = fixed_plan(backend.count)
+    else:
+        plan = choose_plan(prep.loss_moments, onepass.loss_moments(psi, positions), T)
+    if plan is None:
+        native_gate.apply_dense(psi, prep.matrix, positions)
+        return GemmInfo(backend.name, None, fallback=True)
+    onepass.apply(psi, prep, positions, plan)
+    return GemmInfo(backend.name, None, None, plan.mean_loss_a, plan.mean_loss_b,
+                    num_moduli=plan.num_moduli, kept_bits=(plan.bits_a, plan.bits_b))
 
 
 def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):

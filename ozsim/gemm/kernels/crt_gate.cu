@@ -1,0 +1,266 @@
+// One-pass gate by Ozaki scheme II (int8-crt{N}, int8-crt-auto) for small gates: psi <- U psi.
+//
+// The same numbers as ozsim.gemm.ozaki2.scheme.int8_crt_zgemm on U (the A operand, analysed
+// and reduced once per gate: its weighted residues and norm exponents) and the state viewed as
+// B = (2**d, 2**(n-d)) through the target qubits (one column per amplitude group, as in
+// dense_gate.cu), in one read and one write of the state. Per group, in registers:
+//   1. the norm exponent f of the column (norm_exponents: e from the largest |Re|, |Im|, the
+//      exact sum S of the squares of ceil(|x| 2**(NFRAC - e)), f = e - NFRAC + ceil(bl(S) / 2));
+//   2. each scalar's integer v = rnd(ldexp(x, gB - f)) (rint, or trunc without ROUND), |v| <=
+//      2**gB + 2**8 < 2**78, cut exactly into 6 pieces of 13 bits by truncation (|h_i| < 2**13);
+//   3. per modulus p: a residue of each scalar, acc = sum_i h_i (2**(13 i) mod p) in FP32 (an
+//      integer below 6 * 2**13 * 128 < 2**23: exact), less rint(acc fl32(1/p)) p (|r| <= p/2 +
+//      1/2: a representative, which is all the products need); the products Re = Ar Br - Ai Bi,
+//      Im = Ar Bi + Ai Br as FP32 fused multiply-adds of integers (below 2 * 2**d * 128 * 129 <
+//      2**24: exact), and u = Re, Im mod p in [0, p): the unique residues of q_p C' that the GEMM
+//      path's Karatsuba products reduce to as well;
+//   4. the CRT sums of ozaki2._CRTAccumulator (the quotient estimate sum u fl(1/p), used only
+//      through rint, and the base-2**LBITS digit sums, exact integers), then the carries and the
+//      one rounding in the CPU's order (finish.cu), and ldexp by fA[row] + f - (gA + gB).
+// Same bits as the CPU path. The per-modulus constants and A's residues sit in constant memory
+// (the modulus loop index is the same across a warp: uniform loads).
+// NaN or Inf in a group sets *flag (the caller raises NonFiniteError).
+//
+// crt_gate_stats: int8-crt-auto's loss moments of B in one read (ozaki2.analyse_rows of B.T:
+// count = nonzero scalars, total = sum over columns of nnz (f + ALLOW - a) minus the sum of the
+// scalars' frexp exponents, a = min(ALLOW, floor(log2(nnz) / 2))); NaN/Inf set *flag.
+//
+// Options: -DGATE_QUBITS=d -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 and the scheme's
+// constants -DNFRAC -DALLOW -DLBITS (ozsim.gemm.ozaki2.moduli).
+
+#ifndef GATE_QUBITS
+#error "GATE_QUBITS must be defined"
+#endif
+#if !defined(NFRAC) || !defined(ALLOW) || !defined(LBITS)
+#error "crt_gate.cu needs -DNFRAC, -DALLOW and -DLBITS (ozsim.gemm.ozaki2.moduli)"
+#endif
+#define D GATE_QUBITS
+#define K (1 << D)
+#ifndef NMOD
+#define NMOD 2
+#endif
+#ifndef NLIMB
+#define NLIMB 1
+#endif
+#ifndef ROUND
+#define ROUND 1
+#endif
+#define NPIECE 6
+#define PBITS 13
+#define RMAGIC32 12582912.0f  // 1.5 * 2**23
+// 2**(13 i) and 2**(-13 i), i < NPIECE: the pieces' weights (exact powers of two)
+__device__ constexpr double kScale[NPIECE] = {0x1p0, 0x1p13, 0x1p26, 0x1p39, 0x1p52, 0x1p65};
+__device__ constexpr double kInvScale[NPIECE] = {0x1p0, 0x1p-13, 0x1p-26, 0x1p-39, 0x1p-52, 0x1p-65};
+
+__constant__ float a_res[NMOD * 2 * K * K];  // [modulus][Ar, Ai][row][k], weighted residues
+__constant__ float mod_p[NMOD], mod_ip[NMOD], mod_w[NMOD * NPIECE];
+__constant__ double crt_invp[NMOD], crt_m[NMOD * NLIMB], crt_big_p[NLIMB];
+__constant__ int a_f[K];
+
+__device__ __forceinline__ float rem32(float x, float p, float ip)
+{
+    const float q = fmaf(x, ip, RMAGIC32) - RMAGIC32;  // rint(x ip), |x ip| < 2**16
+    return fmaf(-q, p, x);  // exact: integers below 2**24
+}
+
+__device__ __forceinline__ void sort_positions(const int (&pos)[6], int (&sorted)[D])
+{
+#pragma unroll
+    for (int j = 0; j < D; ++j) sorted[j] = pos[j];
+#pragma unroll
+    for (int i = 1; i < D; ++i)
+#pragma unroll
+        for (int j = i; j > 0; --j)
+            if (sorted[j] < sorted[j - 1]) { int t = sorted[j]; sorted[j] = sorted[j - 1]; sorted[j - 1] = t; }
+}
+
+__device__ __forceinline__ long long group_base(long long g, const int (&sorted)[D])
+{
+#pragma unroll
+    for (int j = 0; j < D; ++j) {
+        const int p = sorted[j];
+        g = ((g >> p) << (p + 1)) | (g & ((1LL << p) - 1));
+    }
+    return g;
+}
+
+__device__ __forceinline__ long long member_offset(int c, const int (&pos)[6])
+{
+    long long off = 0;
+#pragma unroll
+    for (int j = 0; j < D; ++j) off += ((c >> j) & 1) ? (1LL << pos[j]) : 0;
+    return off;
+}
+
+// The column's ozIMMU exponent e and norm exponent f (ozaki2.norm_exponents); false on NaN/Inf.
+__device__ __forceinline__ bool norm_exponent(const double2 (&x)[K], int& e, int& f)
+{
+    double mx = 0.0;
+    bool finite = true;
+#pragma unroll
+    for (int c = 0; c < K; ++c) {
+        finite = finite && isfinite(x[c].x) && isfinite(x[c].y);
+        mx = fmax(mx, fmax(fabs(x[c].x), fabs(x[c].y)));
+    }
+    frexp(mx, &e);
+    double s = 0.0;
+#pragma unroll
+    for (int c = 0; c < K; ++c) {
+        const double qr = ceil(ldexp(fabs(x[c].x), NFRAC - e));  // exact, <= 2**13
+        const double qi = ceil(ldexp(fabs(x[c].y), NFRAC - e));
+        s += qr * qr;  // integers below 2**53: exact in any order
+        s += qi * qi;
+    }
+    int bl;
+    frexp(s, &bl);
+    f = s > 0.0 ? e - NFRAC + (bl + 1) / 2 : 0;
+    return finite;
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
+         int p5, int gb, int gsum, int* __restrict__ flag)
+{
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};  // bit j of the gate index at pos[j]
+    const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= groups) return;
+    int sorted[D];
+    sort_positions(pos, sorted);
+    const long long base = group_base(g, sorted);
+    double2 x[K];
+#pragma unroll
+    for (int c = 0; c < K; ++c) x[c] = psi[base + member_offset(c, pos)];
+    int e, f;
+    if (!norm_exponent(x, e, f)) { atomicOr(flag, 1); return; }
+    float h[2][K][NPIECE];  // [part][k][piece]
+#pragma unroll
+    for (int c = 0; c < K; ++c) {
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+            const double y = ldexp(part ? x[c].y : x[c].x, gb - f);  // exact
+            double v = ROUND ? rint(y) : trunc(y);  // the one rounding of the scheme
+#pragma unroll
+            for (int i = NPIECE - 1; i > 0; --i) {
+                const double hi = trunc(v * kInvScale[i]);  // exact, |hi| < 2**13
+                h[part][c][i] = (float)hi;
+                v -= hi * kScale[i];  // exact: the bits below 2**(13 i)
+            }
+            h[part][c][0] = (float)v;
+        }
+    }
+    double q[K][2], dl[K][2][NLIMB];
+#pragma unroll
+    for (int r = 0; r < K; ++r)
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+            q[r][part] = 0.0;
+#pragma unroll
+            for (int c = 0; c < NLIMB; ++c) dl[r][part][c] = 0.0;
+        }
+#pragma unroll 1
+    for (int l = 0; l < NMOD; ++l) {
+        const float p = mod_p[l], ip = mod_ip[l];
+        float b[2][K];
+#pragma unroll
+        for (int c = 0; c < K; ++c)
+#pragma unroll
+            for (int part = 0; part < 2; ++part) {
+                float acc = 0.0f;
+#pragma unroll
+                for (int i = 0; i < NPIECE; ++i) acc = fmaf(h[part][c][i], mod_w[l * NPIECE + i], acc);
+                b[part][c] = rem32(acc, p, ip);
+            }
+        const double invp = crt_invp[l];
+#pragma unroll
+        for (int r = 0; r < K; ++r) {
+            float tre = 0.0f, tim = 0.0f;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const float ar = a_res[((l * 2 + 0) * K + r) * K + k];
+                const float ai = a_res[((l * 2 + 1) * K + r) * K + k];
+                tre = fmaf(ar, b[0][k], tre);
+                tre = fmaf(-ai, b[1][k], tre);
+                tim = fmaf(ar, b[1][k], tim);
+                tim = fmaf(ai, b[0][k], tim);
+            }
+#pragma unroll
+            for (int part = 0; part < 2; ++part) {
+                float u = rem32(part ? tim : tre, p, ip);
+                if (u < 0.0f) u += p;  // [0, p)
+                const double ud = (double)u;
+                q[r][part] = fma(ud, invp, q[r][part]);  // only rint(q) is used
+#pragma unroll
+                for (int c = 0; c < NLIMB; ++c)
+                    dl[r][part][c] = fma(ud, crt_m[l * NLIMB + c], dl[r][part][c]);  // exact
+            }
+        }
+    }
+    const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+        double res[2];
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+            double* dd = dl[r][part];
+            const double qq = rint(q[r][part]);
+#pragma unroll
+            for (int c = 0; c < NLIMB; ++c) dd[c] -= qq * crt_big_p[c];  // exact
+#pragma unroll
+            for (int c = 0; c + 1 < NLIMB; ++c) {  // balanced digits, exact
+                const double carry = rint(dd[c] * iradix);
+                dd[c] -= carry * radix;
+                dd[c + 1] += carry;
+            }
+            double v = dd[0];
+#pragma unroll
+            for (int c = 1; c < NLIMB; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact product
+            res[part] = v;
+        }
+        const int sh = a_f[r] + f - gsum;
+        psi[base + member_offset(r, pos)] = make_double2(ldexp(res[0], sh), ldexp(res[1], sh));
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+crt_gate_stats(const double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3,
+               int p4, int p5, unsigned long long* __restrict__ moments, int* __restrict__ flag)
+{
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};
+    __shared__ unsigned long long sm[2];
+    if (threadIdx.x < 2) sm[threadIdx.x] = 0ull;
+    __syncthreads();
+    int sorted[D];
+    sort_positions(pos, sorted);
+    long long count = 0, total = 0;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
+        const long long base = group_base(g, sorted);
+        double2 x[K];
+#pragma unroll
+        for (int c = 0; c < K; ++c) x[c] = psi[base + member_offset(c, pos)];
+        int e, f;
+        if (!norm_exponent(x, e, f)) { atomicOr(flag, 1); continue; }
+        int nnz = 0;
+        long long ev = 0;
+#pragma unroll
+        for (int c = 0; c < K; ++c) {
+#pragma unroll
+            for (int part = 0; part < 2; ++part) {
+                const double v = part ? x[c].y : x[c].x;
+                int ex;
+                frexp(v, &ex);  // 0 for v = 0
+                ev += ex;
+                nnz += v != 0.0;
+            }
+        }
+        int bl;
+        frexp((double)(nnz > 0 ? nnz : 1), &bl);  // bit length
+        const int a = min(ALLOW, (bl - 1) / 2);  // ozaki2.loss_allowance
+        count += nnz;
+        total += (long long)nnz * (f + ALLOW - a) - ev;
+    }
+    atomicAdd(&sm[0], (unsigned long long)count);
+    atomicAdd(&sm[1], (unsigned long long)total);  // two's complement: signed sums
+    __syncthreads();
+    if (threadIdx.x < 2) atomicAdd(&moments[threadIdx.x], sm[threadIdx.x]);
+}
