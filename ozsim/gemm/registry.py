@@ -117,7 +117,9 @@ class Scheme:
 # last-level cache see about 4x the bandwidth.
 # GPU (H100, N = 28, benchmarks/RESULTS.md): 3.35 TB/s; native ZGEMM 2 passes and 50 TFLOP/s;
 # scheme I ~20 passes (the INT32 planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
-# ~60 TFLOP/s at d = 12.
+# ~60 TFLOP/s at d = 12. One-pass kernels (H100, N = 30, benchmarks/gate_bench.py): native FP64
+# at the floor up to d = 4 and ~1e13 flop/s of ZGEMM-equivalent work at d = 5; scheme I
+# (d <= 2) ~5e11 and scheme II (d <= 2) ~4e11 flop/s (compute-bound on the CUDA cores).
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native",
@@ -125,13 +127,13 @@ SCHEMES: tuple[Scheme, ...] = (
         names=(BackendName("zgemm", "zgemm", "native complex128 GEMM (the baseline)"),),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8, 32e6, 4e10),
-               "gpu": CostModel(3.35e12, 5.0e13, 2, 1e-5, 10, one_pass_qubits=6,
-                                one_pass_rate=2.5e13)},
+               "gpu": CostModel(3.35e12, 5.0e13, 2, 1e-5, 10, one_pass_qubits=5,
+                                one_pass_rate=1.0e13)},
         accuracy="FP64 rounding of the BLAS; no knobs",
         reference="BLAS / cuBLAS zgemm",
         run=native.run,
         prepare=native.prepare,
-        one_pass_qubits={"gpu": 6},
+        one_pass_qubits={"gpu": 5},  # (the kernel takes 6; the GEMM path was faster there)
         apply_one_pass=native.apply_one_pass,
     ),
     Scheme(
@@ -145,7 +147,8 @@ SCHEMES: tuple[Scheme, ...] = (
         ),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 1.8e9, 120, 2e-4, 8, 32e6, 4e10),
-               "gpu": CostModel(3.35e12, 2.7e13, 20, 1e-4, 12)},
+               "gpu": CostModel(3.35e12, 2.7e13, 20, 1e-4, 12, one_pass_qubits=2,
+                                one_pass_rate=5.0e11)},
         accuracy="s slices keep 7s bits; int8-auto: T = mean mantissa loss in bits (>= 0)",
         reference="Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU), Alg. 3-4 and Sec. 4.4",
         run=ozaki1_backend.run,
@@ -164,7 +167,8 @@ SCHEMES: tuple[Scheme, ...] = (
         ),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
-               "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12)},
+               "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=2,
+                                one_pass_rate=4.0e11)},
         accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
                  "T = 0 no worse than FP64 on Ozaki's inputs",
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",
