@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import cmath
 import os
-import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -139,27 +138,29 @@ class Result:
         counts = _sample(self.probabilities(), int(shots), rng, self.metadata["measurements"], 0)
         return self._format(counts)
 
-    def expectation(self, observable) -> float:
-        """``<psi| O |psi>`` for a Pauli string or a ``qiskit.quantum_info.SparsePauliOp``.
+    def expectation(self, observable, *, complex_value: bool = False):
+        """``<psi| O |psi>`` for a Pauli observable, computed where the state lives (the GPU
+        for a GPU run), in place: one pass over the state per distinct X mask
+        (:func:`ozsim.observables.expectation`).
 
         Args:
             observable: a string over ``IXYZ`` of length N, qubit 0 rightmost (Qiskit's label
-                order), optionally with a leading sign/phase (``"-XZ"``, ``"iY"``); or a
-                ``SparsePauliOp`` (or anything with ``.to_list()`` of ``(label, coeff)``).
+                order), optionally with a leading sign/phase (``"-XZ"``, ``"iY"``); a list of
+                ``(label, coeff)``; or a ``SparsePauliOp`` (anything with ``.to_list()``).
+            complex_value: return the complex value (needed for a non-Hermitian observable).
 
         Returns:
-            The real part of the expectation value (the observables of interest are Hermitian;
-            for a ``SparsePauliOp`` with complex coefficients the imaginary part is dropped).
+            float, or complex with ``complex_value``.
 
         Raises:
-            ValueError: a label of the wrong length or with letters outside ``IXYZ``.
+            ValueError: a label of the wrong length or with letters outside ``IXYZ``, or a
+                non-Hermitian observable without ``complex_value``.
+            UnsupportedOperationError: a trajectory run (no single final state).
         """
-        psi = self.statevector
-        terms = observable.to_list() if hasattr(observable, "to_list") else [(observable, 1.0)]
-        total = 0j
-        for label, coeff in terms:
-            total += complex(coeff) * _pauli_expectation(psi, str(label), self.num_qubits)
-        return float(total.real)
+        from .observables import expectation
+
+        psi = self._amplitudes if self._amplitudes is not None else self.statevector
+        return expectation(psi, observable, complex_value=complex_value)
 
     def _format(self, clbit_counts: Counter) -> dict[str, int]:
         meas = self.metadata["measurements"]
@@ -194,36 +195,6 @@ def _sample(probs, shots: int, rng, meas: dict[int, list[int]], bits: int) -> Co
                 value = (value | (1 << cb)) if bit else (value & ~(1 << cb))
         counts[value] += c
     return counts
-
-
-_PAULI = re.compile(r"^([+-]?)(1j|i|j)?([IXYZ]+)$")
-
-
-def _pauli_expectation(psi, label: str, n: int) -> complex:
-    """``<psi|P|psi>`` for one Pauli label; P|i> = i^ny (-1)^popcount(i & z) |i ^ x>."""
-    m = _PAULI.fullmatch(label.strip())
-    if not m or len(m.group(3)) != n:
-        raise ValueError(
-            f"Pauli label {label!r}: expected {n} letters from IXYZ (qubit 0 rightmost), "
-            "optionally after a sign or phase"
-        )
-    phase = (-1 if m.group(1) == "-" else 1) * (1j if m.group(2) else 1)
-    x = z = ny = 0
-    for q, ch in enumerate(reversed(m.group(3))):
-        if ch in "XY":
-            x |= 1 << q
-        if ch in "ZY":
-            z |= 1 << q
-        ny += ch == "Y"
-    idx = np.arange(psi.size, dtype=np.int64)
-    parity = np.zeros(psi.size, dtype=np.int64)
-    masked = idx & z
-    while np.any(masked):
-        parity ^= masked & 1
-        masked >>= 1
-    signs = 1 - 2 * parity
-    val = np.vdot(psi[idx ^ x], signs * psi)
-    return phase * (1j**ny) * complex(val)
 
 
 @dataclass(frozen=True)
