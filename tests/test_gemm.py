@@ -288,3 +288,16 @@ def test_bad_shapes_dtypes_and_backends():
     with pytest.raises(TypeError, match="backend must be a string"):
         parse_backend(8)
     assert parse_backend("INT8X5") == ("int8", 5)
+
+
+@pytest.mark.parametrize("backend", ["zgemm", "int8x5", "int8-crt8"])
+def test_out_overlapping_an_operand_is_rejected(backend):
+    rng = np.random.default_rng(0)
+    a = ozaki_matrix(rng, 4, 4, 1.0)
+    buf = ozaki_matrix(rng, 4, 8, 1.0)
+    with pytest.raises(ValueError, match="out overlaps b"):
+        zgemm(a, buf[:, :4], backend=backend, out=buf[:, 2:6])
+    with pytest.raises(ValueError, match="out overlaps a"):
+        zgemm(a, buf[:, :4], backend=backend, out=a)
+    out = np.empty((4, 4), dtype=complex)
+    np.testing.assert_array_equal(zgemm(a, buf[:, :4], backend=backend, out=out), out)

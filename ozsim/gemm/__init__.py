@@ -81,7 +81,7 @@ def zgemm(
         backend: ``"zgemm"``, ``"int8-auto"``, ``"int8x{s}"`` (s = 3..18), ``"int8-crt-auto"`` or
             ``"int8-crt{N}"`` (N = 2..20); see the module doc.
         T: the auto backends' threshold on the mean mantissa loss, in bits (>= 0).
-        out: ``(m, n)`` complex128 to write into; must not overlap ``b``.
+        out: ``(m, n)`` complex128 to write into; must not overlap ``a`` or ``b`` (checked).
         check_finite: for ``"zgemm"``, scan the operands for NaN/Inf (the INT8 backends always
             detect them, for free, while scaling).
         return_info: also return a :class:`GemmInfo`.
@@ -94,7 +94,8 @@ def zgemm(
 
     Raises:
         TypeError: operands not complex128 or from different array libraries.
-        ValueError: not 2-D, mismatched inner dimensions, unknown backend, ``T < 0``.
+        ValueError: not 2-D, mismatched inner dimensions, unknown backend, ``T < 0``, ``out``
+            of the wrong shape or overlapping ``a`` or ``b``.
         NonFiniteError: NaN or Inf in an operand.
 
     References:
@@ -110,6 +111,12 @@ def zgemm(
     m, n = mat.shape[0], b.shape[1]
     if out is not None and tuple(out.shape) != (m, n):
         raise ValueError(f"out must have shape {(m, n)}, got {tuple(out.shape)}")
+    if out is not None and xp.may_share_memory(out, getattr(b, "data", b) if
+                                               getattr(b, "_ozsim_gathered", False) else b):
+        raise ValueError("out overlaps b: the product would read amplitudes it has already "
+                         "overwritten; pass a separate output array")
+    if out is not None and xp.may_share_memory(out, mat):
+        raise ValueError("out overlaps a; pass a separate output array")
     c, info = spec.scheme.run(a, b, spec, T=T, out=out, xp=xp, check_finite=check_finite,
                               workspace_bytes=workspace_bytes)
     return (c, info) if return_info else c
