@@ -120,3 +120,14 @@ def test_console_script_runs_the_readme_example():
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "splits" in proc.stdout
+
+
+def test_version_has_one_source():
+    import importlib.metadata
+    from pathlib import Path
+
+    import ozsim
+
+    assert importlib.metadata.version("ozsim") == ozsim.__version__
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    assert ozsim.__version__ not in pyproject  # the version is written once, in ozsim/__init__.py
