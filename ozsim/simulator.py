@@ -5,6 +5,7 @@ from __future__ import annotations
 import cmath
 import os
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -357,6 +358,11 @@ class _Run:
             self.splits[f"crt{info.num_moduli}"] += 1
         else:
             self.splits[info.num_splits if info.num_splits is not None else "zgemm"] += 1
+        if info.fallback and not self.fallbacks:  # deliberate, recorded, and said once a run
+            warnings.warn(f"{self.sim.backend} (T = {self.sim.T:g}) found no split or moduli count "
+                          "within its range that meets T for a GEMM and ran native ZGEMM for it; "
+                          "Result.metadata['fallbacks'] counts such GEMMs", RuntimeWarning,
+                          stacklevel=4)
         self.fallbacks += info.fallback
         for loss in (info.mean_loss_a, info.mean_loss_b):
             if loss is not None:

@@ -186,3 +186,21 @@ def test_import_loads_neither_cupy_nor_qiskit():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_deliberate_fallback_is_recorded_and_warned_once():
+    import warnings
+
+    from ozsim import Circuit, Simulator
+
+    t = 1e-300  # a rotation whose small entries lie ~1000 bits below its large ones
+    g = np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]], dtype=complex)
+    c = Circuit(3)
+    for q in (0, 1, 2):
+        c.unitary(g, [q])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = Simulator(backend="int8-auto", T=1, device="cpu", max_fused_qubits=0).run(c)
+    fallback_warnings = [w for w in caught if "ran native ZGEMM" in str(w.message)]
+    assert len(fallback_warnings) == 1 and fallback_warnings[0].category is RuntimeWarning
+    assert res.metadata["fallbacks"] == 3
