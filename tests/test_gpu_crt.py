@@ -495,3 +495,16 @@ def test_simulator_gathered_equals_copy(backend, monkeypatch):
     assert not any(taken)
     assert np.array_equal(got.statevector, copy.statevector)
     assert np.array_equal(got.statevector, cpu.statevector)
+
+
+def test_an_unimportable_gpu_module_is_a_named_error(monkeypatch):
+    import sys
+
+    import ozsim.gemm.ozaki2 as pkg
+    from ozsim import GPUModuleError
+
+    monkeypatch.delattr(pkg, "cuda", raising=False)
+    monkeypatch.setitem(sys.modules, "ozsim.gemm.ozaki2.cuda", None)
+    a = cp.asarray(ozaki_matrix(np.random.default_rng(0), 8, 8, 1.0))
+    with pytest.raises(GPUModuleError, match=r"ozsim\.gemm\.ozaki2\.cuda failed to import"):
+        zgemm(a, a, backend="int8-crt14")
