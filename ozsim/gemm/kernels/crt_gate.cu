@@ -56,6 +56,7 @@ __constant__ float a_res[NMOD * 2 * K * K];  // [modulus][Ar, Ai][row][k], weigh
 __constant__ float mod_p[NMOD], mod_ip[NMOD], mod_w[NMOD * NPIECE];
 __constant__ double crt_invp[NMOD], crt_m[NMOD * NLIMB], crt_big_p[NLIMB];
 __constant__ int a_f[K];
+#include "gate_groups.cuh"
 
 __device__ __forceinline__ float rem32(float x, float p, float ip)
 {
@@ -63,45 +64,13 @@ __device__ __forceinline__ float rem32(float x, float p, float ip)
     return fmaf(-q, p, x);  // exact: integers below 2**24
 }
 
-__device__ __forceinline__ void sort_positions(const int (&pos)[6], int (&sorted)[D])
+// The group's amplitudes, its ozIMMU exponent e and norm exponent f (ozaki2.norm_exponents);
+// false on NaN/Inf.
+__device__ __forceinline__ bool load_column(const double2* __restrict__ psi, long long base,
+                                            const int (&pos)[6], double2 (&x)[K], int& e, int& f)
 {
-#pragma unroll
-    for (int j = 0; j < D; ++j) sorted[j] = pos[j];
-#pragma unroll
-    for (int i = 1; i < D; ++i)
-#pragma unroll
-        for (int j = i; j > 0; --j)
-            if (sorted[j] < sorted[j - 1]) { int t = sorted[j]; sorted[j] = sorted[j - 1]; sorted[j - 1] = t; }
-}
-
-__device__ __forceinline__ long long group_base(long long g, const int (&sorted)[D])
-{
-#pragma unroll
-    for (int j = 0; j < D; ++j) {
-        const int p = sorted[j];
-        g = ((g >> p) << (p + 1)) | (g & ((1LL << p) - 1));
-    }
-    return g;
-}
-
-__device__ __forceinline__ long long member_offset(int c, const int (&pos)[6])
-{
-    long long off = 0;
-#pragma unroll
-    for (int j = 0; j < D; ++j) off += ((c >> j) & 1) ? (1LL << pos[j]) : 0;
-    return off;
-}
-
-// The column's ozIMMU exponent e and norm exponent f (ozaki2.norm_exponents); false on NaN/Inf.
-__device__ __forceinline__ bool norm_exponent(const double2 (&x)[K], int& e, int& f)
-{
-    double mx = 0.0;
-    bool finite = true;
-#pragma unroll
-    for (int c = 0; c < K; ++c) {
-        finite = finite && isfinite(x[c].x) && isfinite(x[c].y);
-        mx = fmax(mx, fmax(fabs(x[c].x), fabs(x[c].y)));
-    }
+    double mx;
+    const bool finite = load_group(psi, base, pos, x, mx);
     frexp(mx, &e);
     double s = 0.0;
 #pragma unroll
@@ -128,10 +97,8 @@ crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, in
     sort_positions(pos, sorted);
     const long long base = group_base(g, sorted);
     double2 x[K];
-#pragma unroll
-    for (int c = 0; c < K; ++c) x[c] = psi[base + member_offset(c, pos)];
     int e, f;
-    if (!norm_exponent(x, e, f)) { atomicOr(flag, 1); return; }
+    if (!load_column(psi, base, pos, x, e, f)) { atomicOr(flag, 1); return; }
     float h[2][K][NPIECE];  // [part][k][piece]
 #pragma unroll
     for (int c = 0; c < K; ++c) {
@@ -236,10 +203,8 @@ crt_gate_stats(const double2* __restrict__ psi, long long groups, int p0, int p1
     for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
         const long long base = group_base(g, sorted);
         double2 x[K];
-#pragma unroll
-        for (int c = 0; c < K; ++c) x[c] = psi[base + member_offset(c, pos)];
         int e, f;
-        if (!norm_exponent(x, e, f)) { atomicOr(flag, 1); continue; }
+        if (!load_column(psi, base, pos, x, e, f)) { atomicOr(flag, 1); continue; }
         int nnz = 0;
         long long ev = 0;
 #pragma unroll

@@ -28,6 +28,7 @@
 #define KH (K / SPLIT)
 
 __constant__ double2 gate_u[K * K];  // row-major U, little-endian over the targets
+#include "gate_groups.cuh"
 
 extern "C" __global__ void __launch_bounds__(256)
 dense_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
@@ -39,31 +40,12 @@ dense_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, 
     const int part = (int)(tid % SPLIT);
     const bool active = g < groups;  // SPLIT lanes of a group are all active or all not
     int sorted[D];
-#pragma unroll
-    for (int j = 0; j < D; ++j) sorted[j] = pos[j];
-#pragma unroll
-    for (int i = 1; i < D; ++i)  // insertion sort of d <= 6 positions
-#pragma unroll
-        for (int j = i; j > 0; --j)
-            if (sorted[j] < sorted[j - 1]) { int t = sorted[j]; sorted[j] = sorted[j - 1]; sorted[j - 1] = t; }
-    long long base = active ? g : 0;
-#pragma unroll
-    for (int j = 0; j < D; ++j) {  // insert a zero bit at each target position, lowest first
-        const int p = sorted[j];
-        base = ((base >> p) << (p + 1)) | (base & ((1LL << p) - 1));
-    }
-    long long step[D];
-#pragma unroll
-    for (int j = 0; j < D; ++j) step[j] = 1LL << pos[j];
+    sort_positions(pos, sorted);
+    const long long base = group_base(active ? g : 0, sorted);
     double2 x[KH];
 #pragma unroll
-    for (int i = 0; i < KH; ++i) {
-        const int c = part * KH + i;
-        long long off = 0;
-#pragma unroll
-        for (int j = 0; j < D; ++j) off += ((c >> j) & 1) ? step[j] : 0;
-        x[i] = active ? psi[base + off] : make_double2(0.0, 0.0);
-    }
+    for (int i = 0; i < KH; ++i)
+        x[i] = active ? psi[base + member_offset(part * KH + i, pos)] : make_double2(0.0, 0.0);
 #pragma unroll 1
     for (int r = 0; r < K; ++r) {
         const double2* u = gate_u + r * K + part * KH;
@@ -80,11 +62,6 @@ dense_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, 
         re += __shfl_xor_sync(0xffffffffu, re, 1);
         im += __shfl_xor_sync(0xffffffffu, im, 1);
 #endif
-        if (active && r / KH == part) {
-            long long off = 0;
-#pragma unroll
-            for (int j = 0; j < D; ++j) off += ((r >> j) & 1) ? step[j] : 0;
-            psi[base + off] = make_double2(re, im);
-        }
+        if (active && r / KH == part) psi[base + member_offset(r, pos)] = make_double2(re, im);
     }
 }

@@ -35,6 +35,7 @@
 #define BITS 7
 #endif
 #define MAXD 2200
+#include "gate_groups.cuh"
 
 __constant__ float a_slices[3 * K * S * K];  // [Re, Im, Re + Im][row][slice][k] (split_rows')
 #define RMAGIC 6755399441055744.0  // 1.5 * 2**52: (y + RMAGIC) - RMAGIC = rint(y), |y| < 2**51
@@ -54,35 +55,6 @@ __device__ __forceinline__ double small_to_double(int v)
 }
 __constant__ int a_exp[K];
 
-__device__ __forceinline__ long long group_base(long long g, const int (&sorted)[D])
-{
-#pragma unroll
-    for (int j = 0; j < D; ++j) {  // insert a zero bit at each target position, lowest first
-        const int p = sorted[j];
-        g = ((g >> p) << (p + 1)) | (g & ((1LL << p) - 1));
-    }
-    return g;
-}
-
-__device__ __forceinline__ void sort_positions(const int (&pos)[6], int (&sorted)[D])
-{
-#pragma unroll
-    for (int j = 0; j < D; ++j) sorted[j] = pos[j];
-#pragma unroll
-    for (int i = 1; i < D; ++i)
-#pragma unroll
-        for (int j = i; j > 0; --j)
-            if (sorted[j] < sorted[j - 1]) { int t = sorted[j]; sorted[j] = sorted[j - 1]; sorted[j - 1] = t; }
-}
-
-__device__ __forceinline__ long long member_offset(int c, const int (&pos)[6])
-{
-    long long off = 0;
-#pragma unroll
-    for (int j = 0; j < D; ++j) off += ((c >> j) & 1) ? (1LL << pos[j]) : 0;
-    return off;
-}
-
 extern "C" __global__ void __launch_bounds__(256)
 int8_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
           int p5, int* __restrict__ flag)
@@ -94,16 +66,8 @@ int8_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, i
     sort_positions(pos, sorted);
     const long long base = group_base(g, sorted);
     double2 x[K];
-#pragma unroll
-    for (int c = 0; c < K; ++c) x[c] = psi[base + member_offset(c, pos)];
-    double mx = 0.0;
-    bool finite = true;
-#pragma unroll
-    for (int c = 0; c < K; ++c) {
-        finite = finite && isfinite(x[c].x) && isfinite(x[c].y);
-        mx = fmax(mx, fmax(fabs(x[c].x), fabs(x[c].y)));
-    }
-    if (!finite) { atomicOr(flag, 1); return; }
+    double mx;
+    if (!load_group(psi, base, pos, x, mx)) { atomicOr(flag, 1); return; }
     int e;
     frexp(mx, &e);  // 0 for mx = 0
     const double lim = (double)((1 << BITS) - 1);
@@ -170,16 +134,8 @@ int8_gate_stats(const double2* __restrict__ psi, long long groups, int p0, int p
     for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
         const long long base = group_base(g, sorted);
         double2 x[K];
-#pragma unroll
-        for (int c = 0; c < K; ++c) x[c] = psi[base + member_offset(c, pos)];
-        double mx = 0.0;
-        bool finite = true;
-#pragma unroll
-        for (int c = 0; c < K; ++c) {
-            finite = finite && isfinite(x[c].x) && isfinite(x[c].y);
-            mx = fmax(mx, fmax(fabs(x[c].x), fabs(x[c].y)));
-        }
-        if (!finite) { atomicOr(flag, 1); continue; }
+        double mx;
+        if (!load_group(psi, base, pos, x, mx)) { atomicOr(flag, 1); continue; }
         int e;
         frexp(mx, &e);
 #pragma unroll
