@@ -1,0 +1,107 @@
+"""Quantum volume end to end: wall time per backend, amplitudes against the zgemm run.
+
+The question: how long does a whole random circuit take with each backend, fusion included?
+``quantum_volume(N, depth, seed)`` from Qiskit, or its gates from a file made once where Qiskit
+is installed (``--save``), for machines without Qiskit (``--gates-file``).
+
+Usage:
+    python benchmarks/qv_bench.py --qubits 30 --depth 30 --save qv30.npz      # needs Qiskit
+    python benchmarks/qv_bench.py --gates-file qv30.npz                       # GPU run
+    python benchmarks/qv_bench.py --qubits 12 --depth 12 --device cpu
+
+Writes ``benchmarks/results/qv_bench-<device>-<date>.json`` (``--json`` overrides).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import device_tag, gpu_name, result_path, write_json  # noqa: E402
+
+from ozsim import Circuit, Simulator  # noqa: E402
+
+
+def load_circuit(args, gates_file=None) -> Circuit:
+    gates_file = gates_file or args.gates_file
+    if gates_file:
+        data = np.load(gates_file)
+        mats, qubits = data["matrices"], data["qubits"]
+    else:
+        from qiskit.circuit.library import quantum_volume
+
+        from ozsim.interop.qiskit import from_qiskit
+
+        ops = [op for op in from_qiskit(quantum_volume(args.qubits, args.depth, seed=args.seed))
+               .operations if op.kind == "unitary"]
+        mats, qubits = np.stack([op.matrix for op in ops]), np.array([op.qubits for op in ops])
+        if args.save:
+            np.savez_compressed(args.save, matrices=mats, qubits=qubits)
+    n = int(qubits.max()) + 1
+    c = Circuit(n, name=f"qv_n{n}")
+    for m, q in zip(mats, qubits):
+        c.unitary(m, tuple(int(x) for x in q))
+    return c
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--qubits", type=int, default=30)
+    p.add_argument("--depth", type=int, default=30)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--gates-file", default=None)
+    p.add_argument("--warmup-file", default=None,
+                   help="gates of a smaller circuit of the same kind, run first to compile the "
+                        "kernels (default: the first layer on 20 qubits)")
+    p.add_argument("--save", default=None)
+    p.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
+    p.add_argument("--backends", default="zgemm,int8-auto:T=1,int8-crt-auto:T=0")
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    circuit = load_circuit(args)
+    warmup = load_circuit(args, args.warmup_file) if args.warmup_file else _small(circuit)
+    device = gpu_name() if args.device == "gpu" else "cpu"
+    rows, ref = [], None
+    for spec in args.backends.split(","):
+        name, _, t = spec.partition(":T=")
+        sim = Simulator(backend=name, T=float(t or 1), device=args.device)
+        sim.run(circuit if circuit.num_qubits <= 20 else warmup)  # compile, warm up
+        t0 = time.perf_counter()
+        res = sim.run(circuit)
+        sec = time.perf_counter() - t0
+        psi = res.statevector
+        diff = None if ref is None else float(np.abs(psi - ref).max())
+        ref = psi if ref is None else ref
+        md = res.metadata
+        rows.append(dict(device=device, N=circuit.num_qubits, gates=circuit.num_gates,
+                         backend=spec, seconds=sec, blocks=md["fusion"]["block_sizes"],
+                         splits={str(k): v for k, v in md["splits"].items()},
+                         max_abs_diff_vs_first=diff))
+        print(f"{spec:<20} {sec:8.2f} s  blocks {md['fusion']['block_sizes']}  "
+              f"max |psi - psi_{rows[0]['backend']}| = {diff}", flush=True)
+    path = write_json(args.json or result_path("qv_bench", device_tag(device)
+                                               if args.device == "gpu" else "cpu"),
+                      {"command": "python benchmarks/qv_bench.py " + " ".join(argv or sys.argv[1:]),
+                       "rows": rows})
+    print(f"wrote {path}")
+    return 0
+
+
+def _small(circuit: Circuit) -> Circuit:
+    """The first layer on the first 20 qubits: compiles the kernels a run will use."""
+    c = Circuit(20)
+    for op in circuit.operations[:10]:
+        if max(op.qubits) < 20:
+            c.unitary(op.matrix, op.qubits)
+    return c
+
+
+if __name__ == "__main__":
+    sys.exit(main())
