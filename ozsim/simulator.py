@@ -286,7 +286,9 @@ class Simulator:
         ops, meas, mode = _split_final_measurements(circ)
         run = _Run(self, xp, circ.num_qubits, progress, sum(op.kind == "unitary" for op in ops))
         rng = np.random.default_rng(self.seed)
-        sv = StateVector(circ.num_qubits, xp, self.workspace_bytes)
+        largest = max((op.num_qubits for op in ops if op.kind == "unitary"), default=0)
+        sv = StateVector(circ.num_qubits, xp, self.workspace_bytes,
+                         in_place=(self.backend, largest))
         phase = cmath.exp(1j * circ.global_phase) if circ.global_phase else None
         amps, counts = None, None
         if mode == "statevector":

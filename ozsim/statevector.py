@@ -98,29 +98,62 @@ class StateVector:
         xp: ``numpy`` or ``cupy``.
         workspace_bytes: bound on the emulated GEMM's slice buffers; ``None``: 256 MiB on the
             CPU, on the GPU half the device memory left free by the two buffers (at most 16 GiB).
+        in_place: ``(backend, largest gate in qubits)`` of the run ahead; when every gate of it
+            runs through the backend's one-pass kernel on this device, only the state's own
+            buffer is allocated (half the memory: one qubit more fits), the spare buffer and
+            the GEMM workspace only if a gate needs them after all.
 
     Raises:
-        InsufficientMemoryError: the two buffers plus the workspace do not fit (before
+        InsufficientMemoryError: the buffers plus the workspace do not fit (before
             allocating).
     """
 
     def __init__(
-        self, num_qubits: int, xp: ModuleType = np, workspace_bytes: int | None = None
+        self, num_qubits: int, xp: ModuleType = np, workspace_bytes: int | None = None,
+        in_place: tuple[str, int] | None = None,
     ):
         self.num_qubits = n = int(num_qubits)
         self.xp = xp
         self.device = "cpu" if xp is np else "gpu"
         self.one_pass = True  # use a scheme's one-pass kernel where it has one (module doc)
-        if workspace_bytes is None:
-            workspace_bytes = default_workspace_bytes(xp, reserve=2 * state_bytes(n))
-        self.workspace_bytes = int(workspace_bytes)
-        self.peak_bytes = 2 * state_bytes(n) + min(self.workspace_bytes, 12 * state_bytes(n))
-        check_memory(self.peak_bytes, xp, f"a {n}-qubit state vector (two buffers and workspace)")
+        single = in_place is not None and (in_place[1] == 0 or (
+            in_place[1] < n and registry.parse(in_place[0]).scheme.one_pass(self.device,
+                                                                            in_place[1])))
+        if single:  # every gate in place: one buffer, no GEMM workspace
+            self.workspace_bytes = 0 if workspace_bytes is None else int(workspace_bytes)
+            self.peak_bytes = state_bytes(n)
+            check_memory(self.peak_bytes, xp, f"a {n}-qubit state vector (one buffer: every gate "
+                         "of the run is applied in place)")
+        else:
+            if workspace_bytes is None:
+                workspace_bytes = default_workspace_bytes(xp, reserve=2 * state_bytes(n))
+            self.workspace_bytes = int(workspace_bytes)
+            self.peak_bytes = 2 * state_bytes(n) + min(self.workspace_bytes, 12 * state_bytes(n))
+            check_memory(self.peak_bytes, xp,
+                         f"a {n}-qubit state vector (two buffers and workspace)")
         self._buf = xp.zeros(1 << n, dtype=xp.complex128)
-        self._spare = xp.empty(1 << n, dtype=xp.complex128)
+        self._spare_buf = None if single else xp.empty(1 << n, dtype=xp.complex128)
         self._buf[0] = 1.0
         self.layout: tuple[int, ...] = tuple(range(n - 1, -1, -1))  # qubit held by each axis
         self._tables: dict = {}  # GPU offset tables by bit positions (_gathered)
+
+    @property
+    def _spare(self):
+        """The second buffer, allocated on first use (a one-buffer state vector that meets a
+        gate needing it: the memory check comes first)."""
+        if self._spare_buf is None:
+            n = self.num_qubits
+            if self.workspace_bytes == 0:
+                self.workspace_bytes = default_workspace_bytes(self.xp, reserve=state_bytes(n))
+            need = state_bytes(n) + min(self.workspace_bytes, 12 * state_bytes(n))
+            check_memory(need, self.xp, f"the second buffer of a {n}-qubit state vector")
+            self._spare_buf = self.xp.empty(1 << n, dtype=self.xp.complex128)
+            self.peak_bytes = state_bytes(n) + need
+        return self._spare_buf
+
+    @_spare.setter
+    def _spare(self, value):
+        self._spare_buf = value
 
     # -- gates --------------------------------------------------------------------------------
     def apply(
@@ -270,11 +303,12 @@ class StateVector:
 
     def copy(self) -> StateVector:
         """An independent copy (new buffers; same layout and options)."""
-        check_memory(2 * state_bytes(self.num_qubits), self.xp, "a copy of the state vector")
+        check_memory((1 + (self._spare_buf is not None)) * state_bytes(self.num_qubits), self.xp,
+                     "a copy of the state vector")
         new = object.__new__(StateVector)
         new.__dict__.update(self.__dict__)
         new._buf = self._buf.copy()
-        new._spare = self.xp.empty_like(self._spare)
+        new._spare_buf = None if self._spare_buf is None else self.xp.empty_like(self._spare_buf)
         return new
 
     # -- read-out -----------------------------------------------------------------------------

@@ -152,3 +152,16 @@ def test_brickwork_of_small_gates_on_the_gpu_is_the_cpu_run(backend):
         else:
             np.testing.assert_array_equal(gpu, cpu)
             assert runs[0].metadata["splits"] == runs[1].metadata["splits"]
+
+
+@pytest.mark.gpu
+def test_gpu_run_of_small_gates_holds_one_buffer():
+    cupy_or_skip()
+    from ozsim import Simulator, gates
+
+    circuit = gates.brickwork(12, depth=4, gate_qubits=2, seed=1)
+    for backend in ("zgemm", "int8-auto", "int8-crt-auto"):
+        gpu = Simulator(backend=backend, device="gpu", max_fused_qubits=2).run(circuit)
+        cpu = Simulator(backend=backend, device="cpu", max_fused_qubits=2).run(circuit)
+        assert gpu.metadata["peak_memory_bytes"] == 16 * 2**12
+        np.testing.assert_allclose(gpu.statevector, cpu.statevector, rtol=0, atol=1e-14)

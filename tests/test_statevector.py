@@ -143,9 +143,16 @@ def test_trajectory_result_has_counts_not_a_statevector():
 
 
 def test_too_many_qubits_fails_before_allocating():
-    with pytest.raises(InsufficientMemoryError, match=r"a 45-qubit state vector .* needs 1\d+\.\d+ "
-                       "GiB but only"):
+    # a circuit without gates needs the state's own buffer only: 16 * 2**45 bytes = 524288 GiB
+    with pytest.raises(InsufficientMemoryError, match=r"a 45-qubit state vector \(one buffer.* "
+                       r"needs 524288\.00 GiB but only"):
         Simulator(device="cpu").run(Circuit(45))
+    # with a gate, the CPU (no one-pass kernels) needs two buffers and the workspace
+    c = Circuit(45)
+    c.unitary(np.eye(2), [0])
+    with pytest.raises(InsufficientMemoryError, match=r"a 45-qubit state vector \(two buffers "
+                       r"and workspace\) needs 10485\d\d\.\d\d GiB but only"):
+        Simulator(device="cpu").run(c)
 
 
 def test_nan_state_is_refused():
@@ -168,8 +175,8 @@ def test_bad_simulator_options():
         Simulator(device="cpu").run(3)
     with pytest.raises(ValueError, match="max_fused_qubits must be None or an integer >= 0"):
         Simulator(max_fused_qubits=-1)
-    with pytest.raises(ValueError, match="shots must be a positive integer"):
-        Simulator(device="cpu").run(Circuit(1), shots=0)
+    with pytest.raises(ValueError, match="shots must be an integer >= 0 or None, got -1"):
+        Simulator(device="cpu").run(Circuit(1), shots=-1)
 
 
 def test_gpu_requested_without_gpu(monkeypatch):
@@ -204,3 +211,15 @@ def test_a_deliberate_fallback_is_recorded_and_warned_once():
     fallback_warnings = [w for w in caught if "ran native ZGEMM" in str(w.message)]
     assert len(fallback_warnings) == 1 and fallback_warnings[0].category is RuntimeWarning
     assert res.metadata["fallbacks"] == 3
+
+
+def test_one_buffer_state_allocates_its_spare_only_when_a_gate_needs_it():
+    sv = StateVector(6, np, in_place=("zgemm", 0))  # no gates announced: one buffer
+    assert sv._spare_buf is None and sv.peak_bytes == 16 * 2**6
+    h = np.array([[1, 1], [1, -1]], dtype=complex) / np.sqrt(2)
+    sv.apply(h, (3,), backend="zgemm")  # the CPU has no one-pass kernel: the GEMM path
+    assert sv._spare_buf is not None and sv.peak_bytes > 16 * 2**6
+    want = np.zeros(2**6, dtype=complex)
+    want[0] = want[8] = 1 / np.sqrt(2)
+    np.testing.assert_allclose(sv.to_numpy(), want, atol=1e-15)
+
