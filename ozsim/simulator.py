@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cmath
 import os
+import sys
 import time
 import warnings
 from collections import Counter
@@ -441,7 +442,8 @@ def _as_circuit(x) -> Circuit:
         from .interop.qiskit import load_qasm
 
         return load_qasm(x)
-    if type(x).__name__ == "QuantumCircuit":
+    qiskit = sys.modules.get("qiskit")  # a QuantumCircuit exists only once Qiskit is imported
+    if qiskit is not None and isinstance(x, qiskit.QuantumCircuit):  # subclasses included
         from .interop.qiskit import from_qiskit
 
         return from_qiskit(x)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import ozsim
-from ozsim import Circuit, Operation, QasmError, UnsupportedOperationError, gates
+from ozsim import Circuit, Operation, QasmError, Simulator, UnsupportedOperationError, gates
 from ozsim.interop import from_qiskit, load_qasm, loads_qasm, to_qiskit
 from ozsim.testing import circuit_unitary
 
@@ -291,13 +291,15 @@ def test_conditioned_measure_is_unsupported():
         from_qiskit(qc)
 
 
-def test_initialize_is_unsupported():
+def test_initialize_runs_through_its_definition():
     qc = QuantumCircuit(2)
     qc.h(1)
-    qc.initialize([0, 1], 0)
-    with pytest.raises(UnsupportedOperationError, match=r"instruction 1 \(initialize\) is not a "
-                       "unitary gate and not supported"):
-        from_qiskit(qc)
+    qc.initialize([0, 1], 0)  # a reset, then a state preparation gate
+    kinds = [op.kind for op in from_qiskit(qc).operations]
+    assert kinds == ["unitary", "reset", "unitary"]
+    qc.measure_all()
+    counts = Simulator(backend="zgemm", device="cpu", seed=1).run(qc, shots=100).counts
+    assert set(counts) <= {"01", "11"} and sum(counts.values()) == 100
 
 
 def test_opaque_gate_has_no_matrix():

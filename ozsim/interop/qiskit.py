@@ -13,6 +13,9 @@ standard gate with numeric parameters  ``unitary`` op, matrix from :func:`ozsim.
 other gate on <= 12 qubits             one ``unitary`` op, ``Operator(gate).data`` (a custom
                                        composite gate from a QASM file stays one op)
 other gate on > 12 qubits              its definition, one level down (recursively)
+other instruction with a definition    one ``unitary`` op (``Operator``) when it has no clbits,
+(``to_instruction()``, a composed      fits 12 qubits and its definition is unitary; else its
+library circuit, ``initialize``)       definition, one level down
 ``global_phase`` gate, circuit phase   added to ``Circuit.global_phase``
 ``measure`` / ``reset`` / ``barrier``  ``measure`` / ``reset`` / ``barrier`` ops
 ``id``, ``delay``                      dropped (no effect on the state)
@@ -98,12 +101,16 @@ class _Converter:
         """Numeric parameters as floats; None if some are not numbers (arrays, durations...)."""
         from qiskit.circuit import ParameterExpression
 
+        free = set()
+        for x in op.params:
+            if isinstance(x, ParameterExpression):
+                free.update(x.parameters)
+        if free:
+            self._fail(pos, op.name, f"has unbound parameters ({_names(free)})"
+                       + _all_unbound(self.qc, free), outer)
         out = []
         for x in op.params:
             if isinstance(x, ParameterExpression):
-                if x.parameters:
-                    names = ", ".join(sorted(str(s) for s in x.parameters))
-                    self._fail(pos, op.name, f"has unbound parameters ({names})", outer)
                 x = complex(x)
                 if x.imag:
                     return None
@@ -189,7 +196,10 @@ class _Converter:
         if isinstance(op, ControlFlowOp):
             self._fail(pos, name, "is control flow that ozsim does not support", outer)
         if not isinstance(op, self.Gate):
-            self._fail(pos, name, "is not a unitary gate and not supported", outer)
+            if op.definition is None or getattr(op, "_directive", False):
+                self._fail(pos, name, "is not a unitary gate and not supported", outer)
+            self._add_instruction(op, inst, pos, qmap, cmap, condition, outer)
+            return
         params = self._params(op, pos, outer)  # raises on unbound parameters
         nq = len(qubits)
         matrix = self._matrix(op, params, nq)
@@ -206,6 +216,25 @@ class _Converter:
         circ.unitary(
             matrix, qubits, name=name, params=params or (), condition=condition
         )
+
+    def _add_instruction(self, op, inst, pos, qmap, cmap, condition, outer) -> None:
+        """A composite non-gate instruction (``QuantumCircuit.to_instruction()``, a library
+        circuit composed into another): one dense op when it is unitary, has no clbits and fits
+        ``max_composite_qubits``; else its definition, one level down."""
+        free = set().union(*(getattr(x, "parameters", ()) for x in op.params))
+        if free:
+            self._fail(pos, op.name, f"has unbound parameters ({_names(free)})"
+                       + _all_unbound(self.qc, free), outer)
+        if op.num_clbits == 0 and op.num_qubits <= self.max_composite:
+            try:
+                matrix = self.Operator(op).data
+            except Exception:  # measurements, resets... inside: walk the definition instead
+                matrix = None
+            if matrix is not None:
+                qubits = tuple(qmap[q] for q in inst.qubits)
+                self.circuit.unitary(matrix, qubits, name=op.name, condition=condition)
+                return
+        self._add_body(op.definition, inst, pos, qmap, cmap, condition, outer or op.name)
 
     def _add_body(self, body, inst, pos, qmap, cmap, condition, outer) -> None:
         """Inline a sub-circuit whose qubits/clbits map in order to the instruction's."""
@@ -247,6 +276,24 @@ class _Converter:
         if bit in cmap:
             return cmap[bit]
         return self.qc.find_bit(bit).index
+
+
+def _names(params, limit: int = 10) -> str:
+    """``"a, b, theta"``: sorted parameter names, the first ``limit`` and how many in all."""
+    names = sorted((str(p) for p in params),
+                   key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)])
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f", ... ({len(names)} in all)"
+
+
+def _all_unbound(qc, free) -> str:
+    """``"; the circuit has 12 unbound parameters (...)"`` when ``qc`` has more than ``free``."""
+    every = set(qc.parameters)
+    if every <= set(free):
+        return ""
+    return (f"; the circuit has {len(every)} unbound parameters ({_names(every)}): bind them with "
+            "QuantumCircuit.assign_parameters, or sweep them with ozsim.primitives")
 
 
 def _cregs(qc) -> list[tuple[str, int]] | None:
