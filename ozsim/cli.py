@@ -1,14 +1,21 @@
 """The ``ozsim`` command line: ``ozsim run``, ``ozsim check``, ``ozsim info``.
 
 Bad input (a missing or malformed file, an unsupported operation, an unknown backend, too little
-memory, no GPU when one was asked for) exits with status 2 and one line on stderr, no traceback.
+memory, no GPU when one was asked for, an ``--output`` that cannot be written) exits with status 2
+and one line on stderr, no traceback; the output destination is checked before any work.
+SIGINT (Ctrl-C) and SIGTERM stop ``ozsim run`` with one line on stderr and exit statuses 130 and
+143; a trajectory run with ``--output`` first writes the counts of the shots completed, marked
+``"partial": true`` with ``"shots_completed"``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +29,29 @@ __all__ = ["main"]
 EXIT_USAGE = 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``ozsim: error: ...``), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"ozsim: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _int_at_least(lo: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {text!r}") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {lo}"
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="ozsim",
         description="State-vector simulation on an emulated ZGEMM (Ozaki scheme over INT8).",
     )
@@ -44,9 +72,15 @@ def _parser() -> argparse.ArgumentParser:
         help="INT8-AUTO threshold on the mean mantissa loss, bits (default: 1)",
     )
     run.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
-    run.add_argument("--shots", type=int, default=0, help="sample the final measurements N times")
-    run.add_argument("--seed", type=int, default=None, help="seed for sampling")
-    run.add_argument("--top", type=int, default=8, help="how many largest probabilities to print")
+    run.add_argument(
+        "--shots", type=_int_at_least(0), default=None, metavar="N",
+        help="sample the final measurements N times; 0: the final state only (an error for a "
+        "circuit with mid-circuit measurements, resets or conditions); default: none for plain "
+        "circuits, 1024 for those",
+    )
+    run.add_argument("--seed", type=_int_at_least(0), default=None, help="seed for sampling")
+    run.add_argument("--top", type=_int_at_least(0), default=8,
+                     help="how many largest probabilities and counts to print (default: 8)")
     run.add_argument(
         "--output",
         default=None,
@@ -55,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     run.add_argument(
         "--fusion-max-qubits",
-        type=int,
+        type=_int_at_least(0),
         default=None,
         metavar="N",
         help="fuse gates into blocks of at most N qubits (0: no fusion; default: cost model)",
@@ -87,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="where the backends run; the reference always runs on the CPU")
     chk.add_argument(
         "--fusion-max-qubits",
-        type=int,
+        type=_int_at_least(0),
         default=None,
         metavar="N",
         help="fusion of the backend runs, as for ozsim run (0: every gate its own GEMM, as in "
@@ -102,7 +136,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (0 success, 2 bad input)."""
+    """Entry point; returns the exit status (0 success, 2 bad input, 130 / 143 stopped by SIGINT /
+    SIGTERM)."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -110,7 +145,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         if args.command == "run":
-            return _run(args)
+            with _stop_signals() as stop:
+                try:
+                    return _run(args, stop)
+                except KeyboardInterrupt as exc:  # before or after the simulation
+                    return _stopped(exc, stop, None, None)
         if args.command == "check":
             return _check(args)
         return _info()
@@ -120,13 +159,43 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-def _run(args) -> int:
-    from .simulator import Simulator
+class _Stop:
+    """The signal that stopped the run (SIGINT unless SIGTERM came)."""
 
-    if args.shots < 0:
-        raise ValueError(f"--shots must be >= 0, got {args.shots}")
-    if args.output and Path(args.output).suffix not in (".json", ".npy"):
-        raise ValueError(f"--output must end in .json or .npy, got {args.output!r}")
+    def __init__(self):
+        self.signum = signal.SIGINT
+
+    def handler(self, signum, frame):
+        self.signum = signum
+        # A second signal while the stop is handled (writing partial counts) is ignored.
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _stop_signals():
+    """SIGINT and SIGTERM raise KeyboardInterrupt (noting which) while ``ozsim run`` works; the
+    previous handlers are restored after."""
+    stop = _Stop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for s in old:
+            signal.signal(s, stop.handler)
+        yield stop
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _run(args, stop: _Stop) -> int:
+    from .output import check_output_path
+    from .simulator import Simulator, needs_trajectories
+
+    output = check_output_path(args.output) if args.output else None  # before any work
     sim = Simulator(
         backend=args.backend,
         T=args.T,
@@ -137,7 +206,45 @@ def _run(args) -> int:
     from .interop.qiskit import load_qasm
 
     circuit = load_qasm(args.circuit)
-    shots = args.shots or None
+    if output is not None and output.suffix == ".npy" and needs_trajectories(circuit):
+        raise ValueError("--output .npy needs a final state; this circuit has mid-circuit "
+                         "operations: use --output result.json for its counts")
+    try:
+        result = _simulate(args, sim, circuit)
+    except KeyboardInterrupt as exc:
+        return _stopped(exc, stop, circuit, output)
+    print(_summary(circuit, result, result.counts, args.top))
+    if output is not None:
+        _write_output(output, circuit, result, result.counts)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _stopped(exc: KeyboardInterrupt, stop: _Stop, circuit, output) -> int:
+    """One line on stderr; partial trajectory counts written to a .json --output; 128 + signum."""
+    from .errors import RunInterrupted
+
+    name = signal.Signals(stop.signum).name
+    partial = exc.partial if isinstance(exc, RunInterrupted) else None
+    if partial is None:
+        what = ("stopped before the final state was complete" if isinstance(exc, RunInterrupted)
+                else "stopped") + "; nothing written"
+    else:
+        what = str(exc)  # "stopped after k of n shots"
+        if output is not None and output.suffix == ".json":
+            try:
+                _write_output(output, circuit, partial, partial.counts)
+                what += f"; wrote their counts to {output} (\"partial\": true)"
+            except OSError as err:
+                what += f"; could not write {output}: {err}"
+        else:
+            what += "; nothing written (no --output .json)"
+    print(f"ozsim: {name}: {what}", file=sys.stderr)
+    return 128 + int(stop.signum)
+
+
+def _simulate(args, sim, circuit):
+    shots = args.shots
     show_bar = not args.no_progress and sys.stderr.isatty() and (
         circuit.num_qubits >= 18 or circuit.num_gates >= 500
     )
@@ -151,14 +258,7 @@ def _run(args) -> int:
             )
     else:
         result = sim.run(circuit, shots)
-    print(_summary(circuit, result, result.counts, args.top))
-    if args.output:
-        if Path(args.output).suffix == ".npy" and result.metadata["mode"] == "trajectories":
-            raise ValueError("--output .npy needs a final state; this circuit has mid-circuit "
-                             "operations: use --output result.json for its counts")
-        _write_output(Path(args.output), circuit, result, result.counts)
-        print(f"wrote {args.output}")
-    return 0
+    return result
 
 
 def _check(args) -> int:
@@ -233,8 +333,12 @@ def _ops_text(circuit) -> str:
 
 
 def _write_output(path: Path, circuit, result, counts) -> None:
+    """Write ``result`` to ``path`` (.npy amplitudes or .json summary), atomically."""
+    from .output import write_atomic
+
     if path.suffix == ".npy":
-        np.save(path, result.statevector)
+        psi = result.statevector
+        write_atomic(path, lambda f: np.save(f, psi))
         return
     doc = {
         "circuit": circuit.name,
@@ -249,8 +353,12 @@ def _write_output(path: Path, circuit, result, counts) -> None:
         doc["probabilities"] = {
             format(int(i), f"0{circuit.num_qubits}b"): float(probs[i]) for i in nz
         }
+    if result.metadata.get("partial"):
+        doc["partial"] = True
+        doc["shots_completed"] = result.metadata["shots_completed"]
     doc["metadata"]["splits"] = {str(k): v for k, v in doc["metadata"]["splits"].items()}
-    path.write_text(json.dumps(doc, indent=2))
+    text = json.dumps(doc, indent=2).encode()
+    write_atomic(path, lambda f: f.write(text))
 
 
 def _info() -> int:

@@ -13,8 +13,10 @@ __all__ = [
     "MissingDependencyError",
     "NonFiniteError",
     "NonUnitaryError",
+    "OutputError",
     "OzsimError",
     "QasmError",
+    "RunInterrupted",
     "UnsupportedOperationError",
 ]
 
@@ -75,3 +77,32 @@ class GPUModuleError(OzsimError, RuntimeError):
 
 class MissingDependencyError(OzsimError, ImportError):
     """An optional library is needed for this feature; the message says how to install it."""
+
+
+class OutputError(OzsimError, OSError):
+    """A result destination that cannot be written (checked before a run), or a write that failed
+    (a full disk...): the message names the file and the cause; no partial file is left.
+
+    Attributes:
+        errno: the underlying ``OSError``'s errno, or ``None``.
+    """
+
+    def __init__(self, message: str, errno: int | None = None):
+        super().__init__(message)
+        self.errno = errno
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by ``KeyboardInterrupt`` (Ctrl-C; the CLI turns SIGTERM into one too).
+
+    A ``KeyboardInterrupt``, so ``except Exception`` does not swallow it.
+
+    Attributes:
+        partial: for a trajectory run, a :class:`ozsim.Result` whose ``counts`` hold the shots
+            completed so far (``metadata["partial"]`` is True, ``metadata["shots_completed"]``
+            their number); ``None`` for a final-state run, which has no usable part.
+    """
+
+    def __init__(self, message: str, partial=None):
+        super().__init__(message)
+        self.partial = partial

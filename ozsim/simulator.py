@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import cmath
+import math
+import numbers
 import os
 import sys
 import time
@@ -15,11 +17,16 @@ import numpy as np
 
 from . import config
 from .circuit import Circuit, Operation
-from .errors import DeviceUnavailableError, NonFiniteError, UnsupportedOperationError
+from .errors import (
+    DeviceUnavailableError,
+    NonFiniteError,
+    RunInterrupted,
+    UnsupportedOperationError,
+)
 from .gemm import parse_backend
 from .statevector import StateVector, gemm_prepare
 
-__all__ = ["Result", "Simulator", "get_array_module", "gpu_available"]
+__all__ = ["Result", "Simulator", "get_array_module", "gpu_available", "needs_trajectories"]
 
 DEVICES = ("auto", "cpu", "gpu")
 
@@ -131,11 +138,12 @@ class Result:
             ``{bitstring: count}``, sorted by bitstring.
 
         Raises:
+            TypeError: ``shots`` is not an integer.
             ValueError: ``shots < 1``.
             UnsupportedOperationError: a trajectory run (see :attr:`counts`).
         """
-        if shots < 1:
-            raise ValueError(f"shots must be >= 1, got {shots}")
+        if _check_shots(shots) is None or shots < 1:
+            raise ValueError(f"shots must be >= 1, got {shots!r}")
         rng = np.random.default_rng(self._seed if seed is None else seed)
         counts = _sample(self.probabilities(), int(shots), rng, self.metadata["measurements"], 0)
         return self._format(counts)
@@ -179,24 +187,83 @@ class Result:
         return dict(sorted(out.items()))
 
 
+#: Outcomes per multinomial draw: larger probability vectors are drawn chunk by chunk.
+_SAMPLE_CHUNK = 1 << 20
+
+
+def _multinomial(probs, shots: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """A multinomial draw of ``shots`` over the (normalised) ``probs``: ``(indices, counts)`` of
+    the outcomes drawn. Memory is independent of ``shots``: besides ``probs``, O(chunk + 2**N /
+    chunk) for vectors longer than a chunk (first the shots per chunk, then within each chunk)."""
+    p = np.asarray(probs, dtype=np.float64)
+    if p.size <= _SAMPLE_CHUNK:
+        chunks = [(0, p)]
+        per_chunk = np.array([shots])
+    else:
+        starts = np.arange(0, p.size, _SAMPLE_CHUNK)
+        sums = np.add.reduceat(p, starts)
+        total = sums.sum()
+        if not (math.isfinite(total) and total > 0):
+            raise NonFiniteError(f"cannot sample: the probabilities sum to {total}")
+        per_chunk = rng.multinomial(shots, sums / total)
+        chunks = [(int(s), p[s:s + _SAMPLE_CHUNK]) for s in starts]
+    idx_parts, count_parts = [], []
+    for (start, chunk), n in zip(chunks, per_chunk):
+        if n == 0:
+            continue
+        total = chunk.sum()
+        if not (math.isfinite(total) and total > 0):
+            raise NonFiniteError(f"cannot sample: the probabilities sum to {total}")
+        c = rng.multinomial(int(n), chunk / total)
+        nz = np.flatnonzero(c)
+        idx_parts.append(nz + start)
+        count_parts.append(c[nz])
+    if not idx_parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(idx_parts), np.concatenate(count_parts)
+
+
 def _sample(probs, shots: int, rng, meas: dict[int, list[int]], bits: int) -> Counter:
     """Sample basis states and map them to classical-bit integers (``bits`` preset).
 
-    Without measurements the basis index itself is returned (all qubits sampled)."""
-    p = np.asarray(probs, dtype=np.float64)
-    p = p / p.sum()
+    Without measurements the basis index itself is returned (all qubits sampled). One
+    multinomial draw (:func:`_multinomial`): memory grows with the distinct outcomes, never with
+    ``shots``."""
+    index, count = _multinomial(probs, shots, rng)
+    if not meas:
+        return Counter(dict(zip(index.tolist(), count.tolist())))
+    top = max((cb for clbits in meas.values() for cb in clbits), default=0)
+    if top < 62 and 0 <= bits < (1 << 62):  # vectorised over the outcomes
+        value = np.full(index.size, bits, dtype=np.int64)
+        for q, clbits in meas.items():
+            bit = ((index >> q) & 1).astype(bool)
+            for cb in clbits:
+                value = np.where(bit, value | (1 << cb), value & ~np.int64(1 << cb))
+        keys, inverse = np.unique(value, return_inverse=True)
+        sums = np.zeros(keys.size, dtype=np.int64)
+        np.add.at(sums, inverse, count)
+        return Counter(dict(zip(keys.tolist(), sums.tolist())))
     counts: Counter = Counter()
-    for index, c in Counter(rng.choice(p.size, size=shots, p=p).tolist()).items():
-        if not meas:
-            counts[index] += c
-            continue
+    for i, c in zip(index.tolist(), count.tolist()):
         value = bits
         for q, clbits in meas.items():
-            bit = (index >> q) & 1
+            bit = (i >> q) & 1
             for cb in clbits:
                 value = (value | (1 << cb)) if bit else (value & ~(1 << cb))
         counts[value] += c
     return counts
+
+
+def _check_shots(shots) -> int | None:
+    """``shots`` as an int (``None`` kept); TypeError or ValueError naming what is allowed."""
+    if shots is None:
+        return None
+    if isinstance(shots, bool) or not isinstance(shots, numbers.Integral):
+        raise TypeError(f"shots must be an integer >= 0 or None, got {type(shots).__name__} "
+                        f"{shots!r}")
+    if shots < 0:
+        raise ValueError(f"shots must be an integer >= 0 or None, got {shots}")
+    return int(shots)
 
 
 @dataclass(frozen=True)
@@ -207,10 +274,12 @@ class Simulator:
         backend: ``"int8-auto"`` (default), ``"zgemm"``, ``"int8x{s}"`` (s = 3..18), or Ozaki
             scheme II: ``"int8-crt-auto"`` or ``"int8-crt{N}"`` (N = 2..20 moduli); see
             :mod:`ozsim.gemm`.
-        T: the auto backends' threshold on the mean mantissa loss per GEMM, in bits (>= 0).
+        T: the auto backends' threshold on the mean mantissa loss per GEMM, in bits (a finite
+            real number >= 0).
         device: ``"auto"`` (GPU when CuPy sees one, else CPU; ``OZSIM_DEVICE=cpu`` forces the
             CPU), ``"cpu"`` or ``"gpu"`` (an error if there is no usable GPU).
-        seed: seeds the sampling of measurements and of mid-circuit outcomes.
+        seed: seeds the sampling of measurements and of mid-circuit outcomes: an integer >= 0,
+            or ``None`` (fresh entropy).
         max_fused_qubits: gate fusion (:mod:`ozsim.fusion`): ``None`` (default) lets the cost
             model of the device and backend choose the block size, ``0`` switches fusion off
             (every gate is its own GEMM, as in the ozIMMU paper's experiments), ``n >= 1`` fuses
@@ -232,13 +301,29 @@ class Simulator:
     workspace_bytes: int | None = None
 
     def __post_init__(self):
+        """Check every argument; TypeError or ValueError naming it and what is allowed."""
+        if not isinstance(self.backend, str):
+            raise TypeError(f"backend must be a string such as 'int8-auto' (see `ozsim info`), "
+                            f"got {type(self.backend).__name__} {self.backend!r}")
         parse_backend(self.backend)
-        if not self.T >= 0:
-            raise ValueError(f"T must be >= 0 bits, got {self.T}")
-        if self.device not in DEVICES:
+        T = self.T
+        if isinstance(T, bool) or not isinstance(T, numbers.Real):
+            raise TypeError(f"T must be a real number of bits >= 0, got {type(T).__name__} {T!r}")
+        if not (math.isfinite(T) and T >= 0):
+            raise ValueError(f"T must be >= 0 bits and finite, got {T}")
+        if not isinstance(self.device, str) or self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}; got {self.device!r}")
+        seed = self.seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+            raise TypeError(f"seed must be an integer >= 0 or None, got {type(seed).__name__} "
+                            f"{seed!r}")
+        if seed is not None and seed < 0:
+            raise ValueError(f"seed must be an integer >= 0 or None, got {seed}")
         m = self.max_fused_qubits
-        if m is not None and (int(m) != m or m < 0):
+        if m is not None and (isinstance(m, bool) or not isinstance(m, numbers.Integral)):
+            raise TypeError(f"max_fused_qubits must be None or an integer >= 0, got "
+                            f"{type(m).__name__} {m!r}")
+        if m is not None and m < 0:
             raise ValueError(f"max_fused_qubits must be None or an integer >= 0, got {m!r}")
 
     def run(
@@ -250,19 +335,31 @@ class Simulator:
         """Simulate ``circuit`` from ``|0...0>``.
 
         Circuits whose only non-unitary operations are final measurements (and barriers) are
-        run once; ``shots`` then samples the final state. Circuits with mid-circuit
+        run once; ``shots`` then samples the final state (one multinomial draw over the basis
+        states: memory independent of ``shots``). Circuits with mid-circuit
         measurements, resets or classically conditioned gates run as per-shot trajectories with
         Qiskit Aer's semantics, batched: at each measurement or reset the shots still on a
         branch are split between the two outcomes by a binomial draw with the Born probability,
         and each outcome with shots continues as one state vector (the same distribution as
         independent shots, with at most ``min(shots, 2**m)`` branches for m random outcomes).
-        Deterministic for a given ``seed``.
+        Deterministic for a given ``seed``. Trajectories keep counts, never per-shot records.
+
+        ``shots``: ``None`` (default) samples nothing for a final-measurement circuit and runs
+        1024 shots (Aer's default) for a trajectory circuit; ``0`` means no sampling, the final
+        state only (a trajectory circuit has no single final state, so it raises ValueError:
+        it needs ``shots >= 1``); ``n >= 1`` samples n shots.
+
+        A ``KeyboardInterrupt`` (Ctrl-C) during the simulation becomes
+        :class:`~ozsim.errors.RunInterrupted`: for a trajectory run its ``partial`` is a Result
+        with the counts of the shots completed so far (``metadata["partial"]`` True,
+        ``metadata["shots_completed"]``); branches of mid-circuit outcomes are finished
+        depth-first, so these shots are those of the branches done, not a uniform subsample.
+        A final-state run has no partial result (``partial`` is None).
 
         Args:
             circuit: an :class:`ozsim.Circuit`, a ``qiskit.QuantumCircuit``, or a path to an
                 OpenQASM 2 or 3 file.
-            shots: samples of the classical bits; default ``None`` (no sampling) for plain
-                circuits and 1024 (Aer's default) for trajectory circuits.
+            shots: samples of the classical bits, an integer >= 0 or ``None`` (see above).
             progress: called as ``progress(done, total)`` after each gate (plain circuits).
 
         Returns:
@@ -274,13 +371,20 @@ class Simulator:
             InsufficientMemoryError: the state does not fit (raised before allocating).
             DeviceUnavailableError: ``device="gpu"`` without a usable GPU.
             NonFiniteError: the final amplitudes hold NaN or Inf.
-            ValueError: ``shots < 1``.
+            TypeError: ``shots`` is not an integer or None.
+            ValueError: ``shots < 0``, or ``shots=0`` for a circuit that needs trajectories.
+            RunInterrupted: a ``KeyboardInterrupt`` during the simulation (see above).
         """
         from .fusion import cost_model, fuse
 
-        if shots is not None and (int(shots) != shots or shots < 1):
-            raise ValueError(f"shots must be a positive integer, got {shots!r}")
+        shots = _check_shots(shots)
         circ = _as_circuit(circuit)
+        if shots == 0 and needs_trajectories(circ):
+            raise ValueError(
+                "shots=0 means the final state only, but this circuit has mid-circuit "
+                "measurements, resets or conditioned gates: it runs as trajectories and needs "
+                "shots >= 1"
+            )
         xp, device = get_array_module(self.device)
         t0 = time.perf_counter()
         circ, report = fuse(circ, self.max_fused_qubits, cost_model(device, self.backend))
@@ -291,19 +395,24 @@ class Simulator:
         sv = StateVector(circ.num_qubits, xp, self.workspace_bytes,
                          in_place=(self.backend, largest))
         phase = cmath.exp(1j * circ.global_phase) if circ.global_phase else None
-        amps, counts = None, None
-        if mode == "statevector":
-            for op in ops:
-                phase = run.apply(sv, op, phase)
-            if phase is not None:
-                sv.scale(phase)
-            amps = sv.amplitudes()
-            if not bool(xp.isfinite(amps).all()):
-                raise NonFiniteError("the final state vector holds NaN or Inf amplitudes")
-            if shots is not None:
-                counts = _sample(_probabilities(sv), int(shots), rng, meas, 0)
-        else:
-            counts = run.trajectories(sv, ops, meas, 1024 if shots is None else int(shots), rng)
+        amps, counts, stopped = None, None, None
+        try:
+            if mode == "statevector":
+                for op in ops:
+                    phase = run.apply(sv, op, phase)
+                if phase is not None:
+                    sv.scale(phase)
+                amps = sv.amplitudes()
+                if not bool(xp.isfinite(amps).all()):
+                    raise NonFiniteError("the final state vector holds NaN or Inf amplitudes")
+                if shots:
+                    counts = _sample(_probabilities(sv), shots, rng, meas, 0)
+            else:
+                counts = run.trajectories(sv, ops, meas, 1024 if shots is None else shots, rng)
+        except KeyboardInterrupt as exc:
+            if mode == "statevector" or isinstance(exc, RunInterrupted):
+                raise RunInterrupted("stopped before the final state was complete") from exc
+            stopped, counts, amps = exc, Counter(run.counts), None
         if xp is not np:  # pragma: no cover - GPU
             xp.cuda.Device().synchronize()
         wall = time.perf_counter() - t0
@@ -327,7 +436,19 @@ class Simulator:
         result = Result(circ.num_qubits, circ.name, metadata, list(circ.cregs), amps, self.seed)
         if counts is not None:
             result.counts = result._format(counts)
+        if stopped is not None:
+            done = sum(counts.values())
+            result.metadata["partial"] = True
+            result.metadata["shots_completed"] = done
+            raise RunInterrupted(f"stopped after {done} of {1024 if shots is None else shots} "
+                                 "shots", result) from stopped
         return result
+
+
+def needs_trajectories(circuit) -> bool:
+    """Whether ``circuit`` runs as trajectories (mid-circuit measurements, resets or conditioned
+    gates) rather than once to a final state; ``circuit`` as :meth:`Simulator.run` takes it."""
+    return _split_final_measurements(_as_circuit(circuit))[2] == "trajectories"
 
 
 def _probabilities(sv: StateVector) -> np.ndarray:
@@ -348,6 +469,7 @@ class _Run:
         self.gates_applied = 0
         self.extra_bytes = 0
         self.branches = 0
+        self.counts: Counter = Counter()
 
     def apply(self, sv: StateVector, op: Operation, phase):
         """Apply one unitary (folding a pending global phase into it); returns the phase left."""
@@ -379,7 +501,7 @@ class _Run:
         """Run ``ops`` (mid-circuit operations included) for ``shots`` shots; clbit counts."""
         from .statevector import state_bytes
 
-        counts: Counter = Counter()
+        counts = self.counts = Counter()  # read back when a KeyboardInterrupt stops the run
         stack = [(0, sv, shots, 0)]  # (next op, state, shots on this branch, clbit value)
         live = 1
         while stack:

@@ -28,8 +28,10 @@ anything else                          :class:`~ozsim.UnsupportedOperationError`
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
+import math
 import numbers
 import os
 import re
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..circuit import Circuit, Operation
-from ..errors import MissingDependencyError, QasmError, UnsupportedOperationError
+from ..errors import MissingDependencyError, NonFiniteError, QasmError, UnsupportedOperationError
 from ..gates import standard
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,6 +54,15 @@ __all__ = ["from_qiskit", "to_qiskit", "load_qasm", "loads_qasm", "MAX_COMPOSITE
 MAX_COMPOSITE_QUBITS = 12
 
 _IGNORED = ("id", "delay")
+
+
+class _NonFiniteParameter(NonFiniteError, ValueError):
+    """A gate parameter that is NaN or infinite (an overflowing literal such as ``1e400``)."""
+
+    def __init__(self, message: str, gate: str, value: float):
+        super().__init__(message)
+        self.gate = gate
+        self.value = value
 
 
 def _import_qiskit():
@@ -116,7 +127,14 @@ class _Converter:
                     return None
                 x = x.real
             if isinstance(x, numbers.Real) and not isinstance(x, bool):
-                out.append(float(x))
+                x = float(x)
+                if not math.isfinite(x):
+                    where = f"instruction {pos} ({op.name})" if outer is None else (
+                        f"instruction {pos} ({outer}) contains {op.name!r} which")
+                    raise _NonFiniteParameter(
+                        f"{where} has a parameter that is not a finite number ({x})", op.name, x
+                    )
+                out.append(x)
             else:
                 return None
         return tuple(out)
@@ -132,6 +150,10 @@ class _Converter:
                 raise UnsupportedOperationError(f"{where} has an unbound global phase ({names})")
             phase = float(phase)
         phase = float(phase)
+        if not math.isfinite(phase):
+            where = "the circuit" if pos < 0 else f"instruction {pos} ({name})"
+            raise _NonFiniteParameter(f"{where} has a global phase that is not a finite number "
+                                      f"({phase})", name or "global phase", phase)
         if phase == 0.0:
             return
         if condition is None:
@@ -332,6 +354,8 @@ def from_qiskit(
             loops, switch, classical-expression conditions, else branches, conditioned
             measurements, ``initialize`` and other non-gate instructions); the message reads
             ``"instruction 17 (initialize) ..."`` with the position in ``qc.data``.
+        NonFiniteError: (also a ``ValueError``) a gate parameter or phase that is NaN or
+            infinite; the message names the instruction's position and the gate.
     """
     _import_qiskit()
     circuit = Circuit(
@@ -420,6 +444,74 @@ _ANTLR_LINE = re.compile(r"line (\d+):(\d+) (.*)")
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(((?:[^()]|\([^()]*\))*)\)")
+_QASM_FUNCS = {"sin": math.sin, "cos": math.cos, "tan": math.tan, "exp": math.exp,
+               "ln": math.log, "log": math.log, "sqrt": math.sqrt, "asin": math.asin,
+               "acos": math.acos, "atan": math.atan, "arcsin": math.asin, "arccos": math.acos,
+               "arctan": math.atan}
+_QASM_CONSTS = {"pi": math.pi, "π": math.pi, "tau": math.tau, "τ": math.tau, "euler": math.e,
+                "ℇ": math.e}
+
+
+def _eval_qasm_number(text: str) -> float | None:
+    """The value of a constant QASM parameter expression (``inf`` where it overflows, ``nan``
+    for a domain error), or None where it is not a constant numeric expression."""
+    try:
+        tree = ast.parse(text.strip().replace("^", "**"), mode="eval")
+    except SyntaxError:
+        return None
+    ops = {ast.Add: float.__add__, ast.Sub: float.__sub__, ast.Mult: float.__mul__,
+           ast.Div: float.__truediv__, ast.Pow: float.__pow__}
+
+    def ev(node) -> float:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.Name) and node.id in _QASM_CONSTS:
+            return _QASM_CONSTS[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            a, b = ev(node.left), ev(node.right)
+            try:
+                return ops[type(node.op)](a, b)
+            except OverflowError:
+                return math.inf
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in _QASM_FUNCS and len(node.args) == 1 and not node.keywords):
+            v = ev(node.args[0])
+            try:
+                return _QASM_FUNCS[node.func.id](v)
+            except OverflowError:
+                return math.inf
+            except ValueError:
+                return math.nan
+        raise ValueError("not a constant")
+
+    try:
+        return ev(tree.body)
+    except (ValueError, ZeroDivisionError, TypeError, RecursionError):
+        return None
+
+
+def _nonfinite_parameter_line(text: str, gate: str) -> int | None:
+    """The 1-based line of the first call of ``gate`` (else of any gate) whose parameters are
+    constant expressions and one is not a finite number; None if there is none."""
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    first_any = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.split("//", 1)[0]
+        for m in _CALL.finditer(line):
+            values = [_eval_qasm_number(a) for a in m.group(2).split(",")]
+            if not any(v is not None and not math.isfinite(v) for v in values):
+                continue
+            if m.group(1).lower() == gate.lower():
+                return number
+            if first_any is None:
+                first_any = number
+    return first_any
 
 
 def _qasm_version(text: str) -> int:
@@ -516,8 +608,9 @@ def loads_qasm(text: str, *, path: str | os.PathLike | None = None) -> Circuit:
         The :class:`~ozsim.Circuit`.
 
     Raises:
-        QasmError: the program does not parse; the message is one line ``"file:line: what"``
-            (``<string>`` without a path; an error inside an included file names that file).
+        QasmError: the program does not parse, or a gate parameter overflows or is NaN
+            (``rx(1e400)``); the message is one line ``"file:line: what"`` (``<string>``
+            without a path; an error inside an included file names that file).
         UnsupportedOperationError: it parses but contains an operation ozsim cannot simulate;
             the message starts with the path.
         MissingDependencyError: OpenQASM 3 without ``qiskit-qasm3-import``.
@@ -533,6 +626,11 @@ def loads_qasm(text: str, *, path: str | os.PathLike | None = None) -> Circuit:
         return from_qiskit(qc, name=name)
     except UnsupportedOperationError as exc:
         raise UnsupportedOperationError(f"{spath or '<string>'}: {exc}") from exc
+    except _NonFiniteParameter as exc:
+        line = _nonfinite_parameter_line(text, exc.gate)
+        what = (f"gate {exc.gate!r} has a parameter that is not a finite number ({exc.value})"
+                if line is not None else str(exc))
+        raise QasmError(what, spath, line) from exc
 
 
 def load_qasm(path: str | os.PathLike) -> Circuit:
