@@ -11,7 +11,8 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
+from typing import TypedDict
 
 import numpy as np
 
@@ -26,7 +27,8 @@ from .errors import (
 from .gemm import parse_backend
 from .statevector import StateVector, gemm_prepare
 
-__all__ = ["Result", "Simulator", "get_array_module", "gpu_available", "needs_trajectories"]
+__all__ = ["Result", "RunMetadata", "Simulator", "get_array_module", "gpu_available",
+           "needs_trajectories"]
 
 DEVICES = ("auto", "cpu", "gpu")
 
@@ -70,35 +72,73 @@ def get_array_module(device: str):
     return np, "cpu"
 
 
+class RunMetadata(TypedDict, total=False):
+    """The keys of :attr:`Result.metadata`, documented in this one place.
+
+    Attributes:
+        backend: the backend name asked for; T: its threshold in bits (auto backends).
+        device: ``"cpu"`` or ``"gpu"``, where the run went.
+        num_qubits: N. num_gates: unitaries applied, after fusion.
+        fusion: :meth:`ozsim.fusion.FusionReport.as_dict`.
+        splits: histogram of the GEMMs' choices: ``{num_splits: count}`` (scheme I),
+            ``{"crt{N}": count}`` (scheme II, N moduli), ``{"zgemm": count}`` (native).
+        fallbacks: GEMMs of an auto backend that ran native ZGEMM (warned once a run).
+        max_mean_loss_bits: the largest mean mantissa loss of any GEMM's operand (signed for
+            ``int8-crt-auto``: :class:`ozsim.gemm.GemmInfo`).
+        wall_time_s: seconds. peak_memory_bytes: the state's buffers and workspace at most.
+        measurements: ``{qubit: [clbits]}`` of the final measurements.
+        mode: ``"statevector"``, or ``"trajectories"`` for circuits with mid-circuit
+            measurements, resets or conditioned gates.
+        branches: trajectories only: distinct measurement histories simulated.
+        partial, shots_completed: a stopped trajectory run: ``True`` and the shots done.
+    """
+
+    backend: str
+    T: float
+    device: str
+    num_qubits: int
+    num_gates: int
+    fusion: dict
+    splits: dict
+    fallbacks: int
+    max_mean_loss_bits: float
+    wall_time_s: float
+    peak_memory_bytes: int
+    measurements: dict[int, list[int]]
+    mode: str
+    branches: int
+    partial: bool
+    shots_completed: int
+
+
 @dataclass
 class Result:
     """The outcome of :meth:`Simulator.run`.
 
-    Attributes:
+    Args:
         num_qubits: N.
         circuit_name: the circuit's name.
-        metadata: ``backend``, ``T``, ``device``, ``num_gates`` (unitaries applied, after
-            fusion), ``fusion`` (:meth:`ozsim.fusion.FusionReport.as_dict`), ``splits``
-            (histogram ``{num_splits: GEMM count}``; ``"crt{N}"`` for scheme II with N moduli,
-            ``"zgemm"`` for native), ``fallbacks``
-            (INT8-AUTO GEMMs that ran native ZGEMM), ``max_mean_loss_bits`` (signed for
-            ``int8-crt-auto``: see :class:`ozsim.gemm.GemmInfo`), ``wall_time_s``,
-            ``peak_memory_bytes``, ``measurements`` (``{qubit: [clbits]}`` of the final
-            measurements), ``mode`` (``"statevector"``, or ``"trajectories"`` for circuits with
-            mid-circuit measurements, resets or conditioned gates) and, for trajectories,
-            ``branches`` (distinct measurement histories simulated).
+        metadata: :class:`RunMetadata`.
         cregs: classical registers ``(name, size)`` in declaration order.
         counts: ``{bitstring: count}`` when the run was asked for shots (always for
             trajectories), else ``None``. Keys as :meth:`sample_counts` describes.
+        amplitudes: the final state, ``(2**N,)`` complex128 NumPy or CuPy (left on the device
+            until read), or ``None`` for a trajectory run.
+        seed: the seed :meth:`sample_counts` draws with by default.
     """
 
     num_qubits: int
     circuit_name: str
-    metadata: dict
+    metadata: RunMetadata
     cregs: list[tuple[str, int]]
-    _amplitudes: object = field(repr=False, default=None)
-    _seed: int | None = field(repr=False, default=None)
     counts: dict[str, int] | None = None
+    amplitudes: InitVar[object] = None
+    seed: InitVar[int | None] = None
+    _amplitudes: object = field(init=False, repr=False, default=None)
+    _seed: int | None = field(init=False, repr=False, default=None)
+
+    def __post_init__(self, amplitudes, seed):
+        self._amplitudes, self._seed = amplitudes, seed
 
     @property
     def statevector(self) -> np.ndarray:
@@ -416,7 +456,7 @@ class Simulator:
         if xp is not np:  # pragma: no cover - GPU
             xp.cuda.Device().synchronize()
         wall = time.perf_counter() - t0
-        metadata = {
+        metadata: RunMetadata = {
             "backend": self.backend,
             "T": self.T,
             "device": device,
@@ -433,7 +473,8 @@ class Simulator:
         }
         if mode == "trajectories":
             metadata["branches"] = run.branches
-        result = Result(circ.num_qubits, circ.name, metadata, list(circ.cregs), amps, self.seed)
+        result = Result(circ.num_qubits, circ.name, metadata, list(circ.cregs),
+                        amplitudes=amps, seed=self.seed)
         if counts is not None:
             result.counts = result._format(counts)
         if stopped is not None:

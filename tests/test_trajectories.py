@@ -127,3 +127,25 @@ def test_expectation_rejects_bad_labels():
     with pytest.raises(ValueError, match="expected 2 letters from IXYZ"):
         res.expectation("XA")
     assert res.expectation("ZZ") == 1.0 and res.expectation("XI") == 0.0
+
+
+def test_result_constructor_and_metadata_keys_are_documented():
+    import dataclasses
+
+    from ozsim.simulator import Result, RunMetadata
+
+    init = [f.name for f in dataclasses.fields(Result) if f.init]
+    assert init == ["num_qubits", "circuit_name", "metadata", "cregs", "counts"]
+    with pytest.raises(TypeError, match="_amplitudes"):
+        Result(1, "c", {}, [], _amplitudes=np.zeros(2))  # private fields stay private
+    r = Result(1, "c", {"measurements": {}, "mode": "statevector"}, [],
+               amplitudes=np.array([0.6, 0.8j]), seed=3)
+    assert np.allclose(r.probabilities(), [0.36, 0.64])
+    c = Circuit(2, 2)
+    c.unitary(np.array([[1, 1], [1, -1]]) / np.sqrt(2), [0])
+    c.measure(0, 0)
+    c.unitary(np.eye(2), [1], condition=((0,), 1))
+    documented = set(RunMetadata.__annotations__)
+    for circuit in (c, Circuit(2)):
+        res = Simulator(device="cpu", seed=1).run(circuit, shots=10)
+        assert set(res.metadata) <= documented, set(res.metadata) - documented
