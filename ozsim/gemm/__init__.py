@@ -76,7 +76,7 @@ def zgemm(
         a: ``(m, k)`` complex128 (NumPy or CuPy), or a :class:`PreparedOperand` /
             :class:`PreparedCRTOperand` of one (a gate matrix analysed once and reused).
         b: ``(k, n)`` complex128, same library as ``a``; any strides; on the GPU also a
-            ``_cuda_crt.GatheredMatrix`` (read through offset tables by the ``int8-crt*``
+            ``ozaki2.cuda.GatheredMatrix`` (read through offset tables by the ``int8-crt*``
             backends, materialised for the others).
         backend: ``"zgemm"``, ``"int8-auto"``, ``"int8x{s}"`` (s = 3..18), ``"int8-crt-auto"`` or
             ``"int8-crt{N}"`` (N = 2..20); see the module doc.

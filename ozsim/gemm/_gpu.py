@@ -168,7 +168,7 @@ _ONE = np.ones(1, dtype=np.int32)
 _ZERO = np.zeros(1, dtype=np.int32)
 
 #: Longest inner dimension (bytes) of one cuBLAS INT8 GEMM. Measured on an H100 (CUDA 13.0,
-#: benchmarks/int8_layout_probe.py): a 16384 x 16384 INT8 GEMM runs at 1.25 POP/s with K = 8192
+#: an earlier probe): a 16384 x 16384 INT8 GEMM runs at 1.25 POP/s with K = 8192
 #: but 0.78 POP/s with K = 16384 and 0.69 with K = 65536, so a group's GEMM is cut into pieces
 #: of at most this K (a multiple of 16) that add into the same INT32 plane (beta = 1; exact,
 #: since the plan bounds the plane's sum).
@@ -369,7 +369,7 @@ def cublaslt_gemm_tn(gemmex_pieces, m_, n_, k_, a_ptr, lda, b_ptr, ldb, c_ptr, l
                 cands[("lt", i)] = lambda i=i: plan.run(lib, i, a_ptr, b_ptr, c_ptr, False)
         # a round of 3 calls each, then the 3 fastest in two interleaved rounds of 8 calls back
         # to back: short timings picked algorithms up to 20% slower than the best sustained one
-        # (clock ramps, noise; benchmarks/cublaslt_probe.py, RESULTS.md section 3.1)
+        # (clock ramps, noise; an earlier probe)
         quick = {name: _lt_time(fn, 3) for name, fn in cands.items()}
         best = sorted(quick, key=quick.get)[:FINALISTS]
         times: dict = {}

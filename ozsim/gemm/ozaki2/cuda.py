@@ -50,7 +50,7 @@ cuBLAS and read back by ``crt_reduce``). :mod:`ozsim.gemm.ozaki2.wgmma` removes 
 products of a modulus and the reduction in one Hopper ``wgmma`` kernel,
 ``kernels/products_wgmma.cu``, 2 bytes per output and modulus); :func:`_fused_form` uses it by
 default where it was measured faster (``K <= 8192``: the state-vector shapes of gates up to 13
-qubits, squares up to 8192; ``benchmarks/RESULTS.md``, sections 3.3 and 3.4).
+qubits, squares up to 8192; ``benchmarks/RESULTS.md``).
 
 Small integers are rounded and converted with FP64 exponent tricks (``rint_small``,
 ``int_small``, ``__hiloint2double``) instead of the conversion unit, which runs at a quarter of
@@ -104,7 +104,7 @@ MAX_HALVES = 6
 #: runs; the loads' half-used sectors are served from L2 to the neighbouring warp).
 _TILE_CHUNKS = 32
 #: Threads per block of the residue kernels: 96 registers per thread allow 2 blocks of 256 per
-#: multiprocessor (16 warps) or 5 of 128 (20). H100 (``benchmarks/crt_residue_probe.py``): B of
+#: multiprocessor (16 warps) or 5 of 128 (20). H100 (an earlier probe): B of
 #: the N = 28, d = 8 state GEMM 9.70 -> 8.48 ms, A of a 16384 square 9.21 -> 8.60 ms.
 _RESIDUE_THREADS = 128
 #: At most this many balanced pieces in ``crt_residues32`` (FP32 arithmetic): plans keeping
@@ -151,7 +151,7 @@ def _tile_threads(tpr: int) -> int:
 
 
 #: ``crt_finish``'s pass structure per digit count (the rest: both parts in one pass), as
-#: measured on the H100 (``benchmarks/crt_finish_probe.py``, RESULTS.md 3.5): 3 digits (11..15
+#: measured on the H100 (an earlier probe): 3 digits (11..15
 #: moduli) one part per pass, 3 blocks of 256 (N = 28 d = 8: 6.91 -> 5.57 ms); 4 digits (16..20
 #: moduli, measured at 16) one part per pass with every word loaded up front, 2 blocks
 #: (d = 10: 6.39 -> 6.27 ms, square 8192: 1.62 -> 1.54 ms; one part per pass without the
@@ -611,7 +611,7 @@ def default_workspace_bytes(prep, plan) -> int:
 
 #: Largest padded K for which :func:`_fused_form` picks the fused products by default.
 #: H100 (RESULTS.md 3.3, 3.4), fused (Karatsuba form) against cuBLAS INT8 GEMMs + ``crt_reduce``
-#: (``benchmarks/crt_fused_probe.py``): state shapes K = 256..2048 1.10-1.85x, K = 4096 (d = 12)
+#: (an earlier probe): state shapes K = 256..2048 1.10-1.85x, K = 4096 (d = 12)
 #: 0.96-1.03x, square 8192 1.06-1.16x in four runs; end to end (``crt_bench.py``, T = 0): square
 #: 8192 52.5 -> 50.4 ms, state d = 12 118.8 -> 111.4 ms. Square 16384 is left to cuBLAS: 322-429
 #: ms fused on different machines against a steady 336-345 (the GPU sits at its 700 W cap during

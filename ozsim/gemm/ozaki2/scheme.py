@@ -104,10 +104,9 @@ phi = 0.1..4, three seeds each, 40 x 40 outputs against double-double, T = 0 wit
 3 bits reach 1.96x and 4 bits 2.89x (k = 4096 and 16384 at phi = 0.1, and k = 256 at phi = 4, keep
 58 bits where about 60 are needed). Scheme II's relative error grows like ``sqrt(k)`` (its grid
 is set by the row norm, ``sqrt(2k)`` above a typical entry) while a blocked FP64 GEMM's hardly
-grows, which is why the allowance cannot follow ``sqrt(n)`` further (``benchmarks/RESULTS.md``,
-section 3.2). ``int8-crt-auto``
-computes the fewest bits ``gA*``, ``gB*`` whose means are ``<= T`` and picks the fewest ``N`` in
-2..20 with ``gamma(N) >= gA* + gB*``; the surplus bits are shared evenly (A gets the odd one).
+grows, which is why the allowance cannot follow ``sqrt(n)`` further (``benchmarks/RESULTS.md``).
+``int8-crt-auto`` computes the fewest bits ``gA*``, ``gB*`` whose means are ``<= T`` and picks
+the fewest ``N`` in 2..20 with ``gamma(N) >= gA* + gB*``; the surplus bits are shared evenly (A gets the odd one).
 If even ``N = 20`` is short it falls back to native ZGEMM. Each scalar gets the bin
 ``j = d + 2 - a`` (:data:`LOSS_ALLOWANCE_BITS` ``= 2``), so that ``loss = j + 52 - g``; the loss
 being linear in ``j`` (and ``j`` never clamped), :func:`analyse_rows` only counts the nonzero
@@ -587,7 +586,7 @@ def int8_crt_zgemm(
         workspace_bytes: bound on the temporaries of one block of B's columns (results do not
             depend on it). ``None``: :func:`ozsim.gemm.ozaki1.default_workspace_bytes` on the
             CPU; on the GPU half the free memory left after A's residues, at most 32 GiB
-            (``_cuda_crt.default_workspace_bytes``).
+            (``ozaki2.cuda.default_workspace_bytes``).
 
     Returns:
         ``(m, n)`` complex128.

@@ -34,7 +34,7 @@ Structure (NVIDIA Hopper, ``sm_90a``; the usual warp-specialised TMA + ``wgmma``
 ``crt_gemm_mod4`` is the *direct* form: ``u_re = (Ar Br + (-Ai) Bi) mod p`` and ``u_im = (Ar Bi +
 Ai Br) mod p`` as two INT32 chains of two products each, so B needs two residue planes instead
 of three and the epilogue two reductions and no kept bytes, for a third more tensor-core work:
-the default for ``K <= 1024`` (``_cuda_crt.DIRECT_MAX_K``), where the epilogue bounds the
+the default for ``K <= 1024`` (``ozaki2.cuda.DIRECT_MAX_K``), where the epilogue bounds the
 kernel (1.8x faster than Karatsuba's form at K = 256 on the H100), Karatsuba's above.
 
 The epilogue writes whole 32-byte sectors: a thread's accumulators hold 2 adjacent output bytes
@@ -53,7 +53,7 @@ cuBLAS path.
 Status: the default for ``K <= 8192`` (:func:`ozsim.gemm.ozaki2.cuda._fused_form`: the direct form
 for ``K <= 1024``, Karatsuba's above; override with ``OZSIM_CRT_FUSED=0/1/3/4``). 168 registers, no
 spills. Checked on an H100 (2026-11-23/24) against exact FP64 products
-(``benchmarks/crt_fused_probe.py``, incl. ``|T| = 2**30``; direct: over launches of ``2**28``) and
+(an earlier probe, incl. ``|T| = 2**30``; direct: over launches of ``2**28``) and
 bitwise against the CPU (``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` 3.3-3.4.
 Karatsuba's epilogue is compiled once per chain (``epilogue<FORM, t>``: 9.0k instructions instead
 of 5.6k): with the whole-sector stores that made it 10-20% faster at every K measured (N = 28, d =
@@ -254,7 +254,7 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
         b_res (cupy.ndarray): ``(N, 3, nbp, kpad)`` int8 residues ``[Br, Bi, Br + Bi]`` of B's
             columns, or ``(N, 2, nbp, kpad)`` ``[Br, Bi]`` with 4-plane ``a_res``; C-contiguous.
         pm (cupy.ndarray): ``(N, 2)`` int32: ``p_l`` and ``crt_reduce``'s multiplier
-            ``floor(2**39 / p_l) + 1`` as uint32 bits (``_cuda_crt.modulus_table``).
+            ``floor(2**39 / p_l) + 1`` as uint32 bits (``ozaki2.cuda.modulus_table``).
         u (cupy.ndarray): ``(N, 2, m, ld)`` uint8 output, C-contiguous, ``ld % 16 == 0``.
         m: rows of A written (``<= mpa``).
         ld: ``u``'s leading dimension.

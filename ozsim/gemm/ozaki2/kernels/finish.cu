@@ -18,7 +18,7 @@
 // pass took N = 28 d = 8 (15 moduli, 3 digits) from 7.03 to 5.55 ms, but with 16 moduli (4
 // digits) it left the second part's loads exposed and was slower, unless every word is loaded
 // up front (FINISH_PRELOAD, 2 blocks of 256): ozaki2.cuda._FINISH_OPTS picks per digit count
-// (benchmarks/crt_finish_probe.py). Per part: NMODC independent 4-byte loads (one word per
+// (an earlier probe). Per part: NMODC independent 4-byte loads (one word per
 // plane, 4 columns), bytes to FP64 by an exponent trick rather than a conversion; no
 // grid-stride loop (so the constants stay in shared memory).
 #ifndef FINISH_PARTS
