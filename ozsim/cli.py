@@ -16,6 +16,7 @@ import json
 import signal
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +144,16 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed its one-line message
         return int(exc.code or 0)
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning  # (restored on leaving the block)
+        return _main(args)
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"ozsim: warning: {message}", file=sys.stderr)
+
+
+def _main(args) -> int:
     try:
         if args.command == "run":
             with _stop_signals() as stop:
@@ -300,6 +311,7 @@ def _summary(circuit, result, counts, top: int) -> str:
                                         else "") + f" on {md['device']}",
         f"splits    {{{splits}}} GEMMs" + (f", {md['fallbacks']} fell back to native ZGEMM"
                                           if md["fallbacks"] else ""),
+        f"accuracy  error bound {md['error_bound']:.1e} (a priori, relative to the state's norm)",
         f"time      {md['wall_time_s']:.3f} s",
         f"memory    {md['peak_memory_bytes'] / 2**20:.1f} MiB peak working memory",
     ]

@@ -85,6 +85,9 @@ class RunMetadata(TypedDict, total=False):
         fallbacks: GEMMs of an auto backend that ran native ZGEMM (warned once a run).
         max_mean_loss_bits: the largest mean mantissa loss of any GEMM's operand (signed for
             ``int8-crt-auto``: :class:`ozsim.gemm.GemmInfo`).
+        error_bound: a-priori bound on the final state's norm-wise relative error, the sum of
+            every GEMM's bound (:mod:`ozsim.gemm.bounds`; for trajectories the sum over every
+            branch's gates, a bound for each branch).
         wall_time_s: seconds. peak_memory_bytes: the state's buffers and workspace at most.
         measurements: ``{qubit: [clbits]}`` of the final measurements.
         mode: ``"statevector"``, or ``"trajectories"`` for circuits with mid-circuit
@@ -102,6 +105,7 @@ class RunMetadata(TypedDict, total=False):
     splits: dict
     fallbacks: int
     max_mean_loss_bits: float
+    error_bound: float
     wall_time_s: float
     peak_memory_bytes: int
     measurements: dict[int, list[int]]
@@ -326,6 +330,10 @@ class Simulator:
             into blocks of at most n qubits.
         workspace_bytes: bound on the emulated GEMM's working buffers (``None``: 256 MiB on the
             CPU; on the GPU half the device memory the state leaves free, at most 16 GiB).
+        max_error_bound: the accuracy guard: when the a-priori bound on the final state's
+            norm-wise relative error (``Result.metadata["error_bound"]``, the sum of every
+            GEMM's bound, :mod:`ozsim.gemm.bounds`) exceeds it, the run warns once (a
+            ``RuntimeWarning``). A positive number; default ``1e-8``.
 
     Example:
         >>> from ozsim import Simulator
@@ -339,6 +347,7 @@ class Simulator:
     seed: int | None = None
     max_fused_qubits: int | None = None
     workspace_bytes: int | None = None
+    max_error_bound: float = 1e-8
 
     def __post_init__(self):
         """Check every argument; TypeError or ValueError naming it and what is allowed."""
@@ -365,6 +374,12 @@ class Simulator:
                             f"{type(m).__name__} {m!r}")
         if m is not None and m < 0:
             raise ValueError(f"max_fused_qubits must be None or an integer >= 0, got {m!r}")
+        eb = self.max_error_bound
+        if isinstance(eb, bool) or not isinstance(eb, numbers.Real):
+            raise TypeError(f"max_error_bound must be a positive number, got {type(eb).__name__} "
+                            f"{eb!r}")
+        if not eb > 0:
+            raise ValueError(f"max_error_bound must be a positive number, got {eb!r}")
 
     def run(
         self,
@@ -466,6 +481,7 @@ class Simulator:
             "splits": dict(sorted(run.splits.items(), key=lambda kv: str(kv[0]))),
             "fallbacks": run.fallbacks,
             "max_mean_loss_bits": run.max_loss,
+            "error_bound": run.error_bound,
             "wall_time_s": wall,
             "peak_memory_bytes": sv.peak_bytes + run.extra_bytes,
             "measurements": meas,
@@ -507,6 +523,8 @@ class _Run:
         self.splits: Counter = Counter()
         self.fallbacks = 0
         self.max_loss = 0.0
+        self.error_bound = 0.0
+        self.warned_bound = False
         self.gates_applied = 0
         self.extra_bytes = 0
         self.branches = 0
@@ -530,6 +548,14 @@ class _Run:
                           "Result.metadata['fallbacks'] counts such GEMMs", RuntimeWarning,
                           stacklevel=4)
         self.fallbacks += info.fallback
+        self.error_bound += info.error_bound or 0.0
+        if self.error_bound > self.sim.max_error_bound and not self.warned_bound:
+            self.warned_bound = True
+            warnings.warn(f"the a-priori bound on the state's relative error has reached "
+                          f"{self.error_bound:.2e} (> {self.sim.max_error_bound:g}) with "
+                          f"{self.sim.backend}: the result may not be FP64-accurate; use more "
+                          "splits or moduli, an auto backend, or zgemm", RuntimeWarning,
+                          stacklevel=4)
         for loss in (info.mean_loss_a, info.mean_loss_b):
             if loss is not None:
                 self.max_loss = max(self.max_loss, loss)

@@ -8,8 +8,10 @@ The backends (``backend=``) and the schemes behind them are listed once, in
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .._array import array_namespace
-from . import registry
+from . import bounds, registry
 from .info import GemmInfo
 from .ozaki1 import MAX_SPLITS, MIN_SPLITS, PreparedOperand, bits_per_slice
 from .ozaki2 import MAX_MODULI, MIN_MODULI, PreparedCRTOperand
@@ -84,7 +86,8 @@ def zgemm(
         out: ``(m, n)`` complex128 to write into; must not overlap ``a`` or ``b`` (checked).
         check_finite: for ``"zgemm"``, scan the operands for NaN/Inf (the INT8 backends always
             detect them, for free, while scaling).
-        return_info: also return a :class:`GemmInfo`.
+        return_info: also return a :class:`GemmInfo` (with its a-priori ``error_bound``,
+            :mod:`ozsim.gemm.bounds`: one norm of A, a host sync on the GPU).
         workspace_bytes: bound on the INT8 backends' slice buffers (B is processed in blocks of
             columns; results do not depend on it). ``None``: 256 MiB on the CPU; on the GPU half
             the free device memory, at most 16 GiB (``ozaki1.default_workspace_bytes``).
@@ -119,4 +122,6 @@ def zgemm(
         raise ValueError("out overlaps a; pass a separate output array")
     c, info = spec.scheme.run(a, b, spec, T=T, out=out, xp=xp, check_finite=check_finite,
                               workspace_bytes=workspace_bytes)
-    return (c, info) if return_info else c
+    if not return_info:
+        return c
+    return c, replace(info, error_bound=bounds.of(info, mat))

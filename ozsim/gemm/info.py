@@ -24,6 +24,8 @@ class GemmInfo:
         num_moduli: Ozaki scheme II: moduli used (``None`` for the other backends).
         kept_bits: scheme II: ``(gA, gB)``, the bits a row of A / a column of B keeps below its
             scaling point (see :mod:`ozsim.gemm.ozaki2`).
+        error_bound: ``E`` with ``||C_hat - A B||_F <= E ||B||_F``, a priori
+            (:mod:`ozsim.gemm.bounds`).
     """
 
     backend: str
@@ -34,3 +36,4 @@ class GemmInfo:
     fallback: bool = False
     num_moduli: int | None = None
     kept_bits: tuple[int, int] | None = None
+    error_bound: float | None = None
