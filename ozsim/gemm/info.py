@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["GemmInfo"]
 
@@ -36,4 +36,5 @@ class GemmInfo:
     fallback: bool = False
     num_moduli: int | None = None
     kept_bits: tuple[int, int] | None = None
-    error_bound: float | None = None
+    error_bound: float | None = field(default=None, compare=False)  # (a float sum: not part
+    # of what makes two GEMMs the same; CPU and GPU may sum the gate's norm in other orders)
