@@ -133,6 +133,19 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
     sub.add_parser("info", help="print versions, devices, backends and environment switches")
+
+    cal = sub.add_parser(
+        "calibrate", help="measure gate costs on this device for fusion's cost model",
+        description="Time one d-qubit gate per backend and d on this device and cache the costs "
+        "(per amplitude) in the user's cache directory; later runs on this device plan fusion "
+        "with them.")
+    cal.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
+    cal.add_argument("--qubits", type=_int_at_least(2), default=None, metavar="N",
+                     help="state size measured on (default: 16 on the CPU, 26 on a GPU)")
+    cal.add_argument("--max-gate-qubits", type=_int_at_least(1), default=None, metavar="D",
+                     help="gates of 1..D qubits (default: 6 on the CPU, 10 on a GPU)")
+    cal.add_argument("--backends", default=None,
+                     help="comma list (default: one of each kind, as `ozsim check --backends all`)")
     return p
 
 
@@ -163,6 +176,8 @@ def _main(args) -> int:
                     return _stopped(exc, stop, None, None)
         if args.command == "check":
             return _check(args)
+        if args.command == "calibrate":
+            return _calibrate(args)
         return _info()
     except (OzsimError, ValueError, TypeError, OSError, MemoryError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
@@ -371,6 +386,23 @@ def _write_output(path: Path, circuit, result, counts) -> None:
     doc["metadata"]["splits"] = {str(k): v for k, v in doc["metadata"]["splits"].items()}
     text = json.dumps(doc, indent=2).encode()
     write_atomic(path, lambda f: f.write(text))
+
+
+def _calibrate(args) -> int:
+    from .calibration import cache_path, calibrate, device_tag
+    from .simulator import get_array_module
+
+    _, device = get_array_module(args.device)
+    n = args.qubits or (16 if device == "cpu" else 26)
+    dmax = args.max_gate_qubits or (6 if device == "cpu" else 10)
+    backends = args.backends.split(",") if args.backends else registry.all_names()
+    table = calibrate(device, backends, n, dmax)
+    print(f"gate cost on {device_tag(device)}, N = {n}: nanoseconds per amplitude")
+    print("backend".ljust(16) + "".join(f"d={d}".rjust(9) for d in range(1, dmax + 1)))
+    for name, row in table.items():
+        print(name.ljust(16) + "".join(f"{row[d] * 1e9:9.3f}" for d in range(1, dmax + 1)))
+    print(f"wrote {cache_path(device_tag(device))}")
+    return 0
 
 
 def _info() -> int:

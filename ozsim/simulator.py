@@ -11,7 +11,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import InitVar, dataclass, field
+from dataclasses import InitVar, dataclass, field, replace
 from typing import TypedDict
 
 import numpy as np
@@ -430,7 +430,8 @@ class Simulator:
             ValueError: ``shots < 0``, or ``shots=0`` for a circuit that needs trajectories.
             RunInterrupted: a ``KeyboardInterrupt`` during the simulation (see above).
         """
-        from .fusion import cost_model, fuse
+        from .calibration import cost_model
+        from .fusion import fuse
 
         shots = _check_shots(shots)
         circ = _as_circuit(circuit)
@@ -442,7 +443,10 @@ class Simulator:
             )
         xp, device = get_array_module(self.device)
         t0 = time.perf_counter()
-        circ, report = fuse(circ, self.max_fused_qubits, cost_model(device, self.backend))
+        model, calibrated = cost_model(device, self.backend)
+        circ, report = fuse(circ, self.max_fused_qubits, model)
+        if calibrated and report.chosen_by == "cost model":
+            report = replace(report, chosen_by="cost model (calibrated)")
         ops, meas, mode = _split_final_measurements(circ)
         run = _Run(self, xp, circ.num_qubits, progress, sum(op.kind == "unitary" for op in ops))
         rng = np.random.default_rng(self.seed)

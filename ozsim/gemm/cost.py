@@ -30,6 +30,9 @@ class CostModel:
             pass over the state and ``one_pass_rate`` flop/s (0: no such kernel).
         one_pass_rate: that kernel's arithmetic rate in flop/s (``8`` flops per complex
             multiply-add).
+        measured: ``((d, seconds per amplitude), ...)`` from ``ozsim calibrate`` on this
+            device; a gate of a measured ``d`` costs that times ``2**N`` plus ``overhead``,
+            another ``d`` the nearest measured one's cost scaled by the model's ratio.
     """
 
     bandwidth: float
@@ -41,13 +44,22 @@ class CostModel:
     cache_bandwidth: float = 0.0
     one_pass_qubits: int = 0
     one_pass_rate: float = 0.0
+    measured: tuple[tuple[int, float], ...] = ()
 
     def gate_time(self, num_qubits: int, d: int) -> float:
         """Modelled seconds for one d-qubit gate on a ``num_qubits`` state."""
+        if self.measured:
+            dm, per_amplitude = min(self.measured, key=lambda row: (abs(row[0] - d), row[0]))
+            scale = 1.0 if dm == d else (self._model_time(num_qubits, d)
+                                         / self._model_time(num_qubits, dm))
+            return per_amplitude * 2.0**num_qubits * scale + self.overhead
+        return self._model_time(num_qubits, d) + self.overhead
+
+    def _model_time(self, num_qubits: int, d: int) -> float:
         cached = 32.0 * 2.0**num_qubits <= self.cache_bytes
         bandwidth = self.cache_bandwidth if cached else self.bandwidth
         one_pass = d <= self.one_pass_qubits
         passes, rate = (1.0, self.one_pass_rate) if one_pass else (self.passes, self.gemm_rate)
         mem = passes * 32.0 * 2.0**num_qubits / bandwidth
         flops = 8.0 * 2.0 ** (num_qubits + d) / rate
-        return max(mem, flops) + self.overhead
+        return max(mem, flops)
