@@ -74,7 +74,8 @@ def calibrate(device: str, backends: list[str], num_qubits: int, max_gate_qubits
     """Measure ``{backend: {d: seconds per amplitude}}`` and cache it (``write``).
 
     Args:
-        device: ``"cpu"`` or ``"gpu"``.
+        device: ``"cpu"`` or ``"gpu"`` (a usable one: ``ozsim calibrate`` resolves ``"auto"``
+            and checks the GPU with :func:`ozsim.simulator.get_array_module`).
         backends: backend names (:func:`ozsim.gemm.registry.parse`).
         num_qubits: N of the state measured on (>= max_gate_qubits + 1).
         max_gate_qubits: d runs over ``1..max_gate_qubits``.
@@ -87,14 +88,19 @@ def calibrate(device: str, backends: list[str], num_qubits: int, max_gate_qubits
         ValueError: an unknown backend, or ``num_qubits <= max_gate_qubits``.
     """
     from .gates.haar import haar_unitary
-    from .simulator import get_array_module
     from .statevector import StateVector
 
     if num_qubits <= max_gate_qubits or max_gate_qubits < 1:
         raise ValueError(f"need 1 <= max_gate_qubits < num_qubits, got {max_gate_qubits} and "
                          f"{num_qubits}")
     names = [registry.parse(b).name for b in backends]
-    xp, dev = get_array_module(device)
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be 'cpu' or 'gpu' (resolve 'auto' first), got {device!r}")
+    if device == "gpu":  # pragma: no cover - GPU
+        import cupy as xp
+    else:
+        xp = np
+    dev = device
     rng = np.random.default_rng(seed)
     sv = StateVector(num_qubits, xp)
     psi = rng.standard_normal(1 << num_qubits) + 1j * rng.standard_normal(1 << num_qubits)
