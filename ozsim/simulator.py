@@ -25,6 +25,7 @@ from .errors import (
     UnsupportedOperationError,
 )
 from .gemm import parse_backend
+from .gemm import bounds
 from .statevector import StateVector, gemm_prepare
 
 __all__ = ["Result", "RunMetadata", "Simulator", "get_array_module", "gpu_available",
@@ -542,6 +543,7 @@ class _Run:
         matrix, qubits = sv.aligned(matrix, op.qubits)
         gate = gemm_prepare(self.xp.asarray(matrix), self.sim.backend)
         info = sv.apply(gate, qubits, self.sim.backend, self.sim.T)
+        info = replace(info, error_bound=bounds.of(info, matrix))  # from the host copy
         if info.num_moduli is not None:
             self.splits[f"crt{info.num_moduli}"] += 1
         else:

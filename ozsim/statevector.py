@@ -37,7 +37,6 @@ current bit positions: no permutation, no second buffer, one read and one write 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from types import ModuleType
 
 import numpy as np
@@ -45,7 +44,7 @@ import numpy as np
 from . import config
 from ._array import to_numpy
 from .errors import InsufficientMemoryError
-from .gemm import GemmInfo, bounds, registry, zgemm
+from .gemm import GemmInfo, registry, zgemm
 from .gemm.ozaki1 import default_workspace_bytes
 
 __all__ = ["StateVector", "available_memory_bytes", "check_memory", "state_bytes"]
@@ -174,16 +173,15 @@ class StateVector:
             backend, T: see :func:`ozsim.gemm.zgemm`.
 
         Returns:
-            The GEMM's :class:`~ozsim.gemm.GemmInfo`.
+            The GEMM's :class:`~ozsim.gemm.GemmInfo`, without its ``error_bound`` (the caller
+            has the gate on the host: :func:`ozsim.gemm.bounds.of`; no device sync here).
         """
         d = len(qubits)
         spec = registry.parse(backend)
         if self.one_pass and d < self.num_qubits and spec.scheme.one_pass(self.device, d):
             n = self.num_qubits
             positions = [n - 1 - self.layout.index(q) for q in qubits]
-            info = spec.scheme.apply_one_pass(self._buf, gate, positions, spec, T)
-            mat = getattr(gate, "matrix", gate)
-            return replace(info, error_bound=bounds.of(info, mat))
+            return spec.scheme.apply_one_pass(self._buf, gate, positions, spec, T)
         want = tuple(reversed(qubits))
         rows, cols = 1 << d, 1 << (self.num_qubits - d)
         b, layout = self._gathered(want, backend) if self.layout[:d] != want else (None, None)
@@ -200,6 +198,7 @@ class StateVector:
             check_finite=False,
             return_info=True,
             workspace_bytes=self.workspace_bytes,
+            error_bound=False,
         )
         self._buf, self._spare = self._spare, self._buf
         self.layout = layout

@@ -71,6 +71,7 @@ def zgemm(
     check_finite: bool = True,
     return_info: bool = False,
     workspace_bytes: int | None = None,
+    error_bound: bool = True,
 ):
     """Complex double-precision matrix product ``C = A @ B``, native or emulated.
 
@@ -88,6 +89,8 @@ def zgemm(
             detect them, for free, while scaling).
         return_info: also return a :class:`GemmInfo` (with its a-priori ``error_bound``,
             :mod:`ozsim.gemm.bounds`: one norm of A, a host sync on the GPU).
+        error_bound: compute the info's ``error_bound`` (``False``: leave it ``None``, for a
+            caller that bounds the product from a host copy of A, as the engine does).
         workspace_bytes: bound on the INT8 backends' slice buffers (B is processed in blocks of
             columns; results do not depend on it). ``None``: 256 MiB on the CPU; on the GPU half
             the free device memory, at most 16 GiB (``ozaki1.default_workspace_bytes``).
@@ -124,4 +127,4 @@ def zgemm(
                               workspace_bytes=workspace_bytes)
     if not return_info:
         return c
-    return c, replace(info, error_bound=bounds.of(info, mat))
+    return c, (replace(info, error_bound=bounds.of(info, mat)) if error_bound else info)
