@@ -5,7 +5,7 @@ The question: how long does a whole random circuit take with each backend, fusio
 is installed (``--save``), for machines without Qiskit (``--gates-file``).
 
 Usage:
-    python benchmarks/qv_bench.py --qubits 30 --depth 30 --save qv30.npz      # needs Qiskit
+    python benchmarks/qv_bench.py --qubits 30 --depth 30 --save qv30.npz --save-only  # Qiskit
     python benchmarks/qv_bench.py --gates-file qv30.npz                       # GPU run
     python benchmarks/qv_bench.py --qubits 12 --depth 12 --device cpu
 
@@ -60,12 +60,16 @@ def main(argv=None) -> int:
     p.add_argument("--warmup-file", default=None,
                    help="gates of a smaller circuit of the same kind, run first to compile the "
                         "kernels (default: the first layer on 20 qubits)")
-    p.add_argument("--save", default=None)
+    p.add_argument("--save", default=None, help="write the circuit's gates to this .npz")
+    p.add_argument("--save-only", action="store_true", help="with --save: write, do not run")
     p.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
     p.add_argument("--backends", default="zgemm,int8-auto:T=1,int8-crt-auto:T=0")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     circuit = load_circuit(args)
+    if args.save_only:
+        print(f"wrote {args.save}: {circuit.num_gates} gates on {circuit.num_qubits} qubits")
+        return 0
     warmup = load_circuit(args, args.warmup_file) if args.warmup_file else _small(circuit)
     device = gpu_name() if args.device == "gpu" else "cpu"
     rows, ref = [], None
