@@ -85,21 +85,28 @@ def test_one_pass_kernel_rejects_bad_targets():
             apply_dense(psi, u if len(bad) == 2 else cp.eye(128, dtype=cp.complex128), bad)
 
 
+_SCHEME1 = [("int8x3", 1), ("int8x9", 1), ("int8x18", 1), ("int8-auto", 0), ("int8-auto", 1),
+            ("int8-auto", 4)]
+_SCHEME2 = [("int8-crt2", 1), ("int8-crt3", 1), ("int8-crt8", 1), ("int8-crt14", 1),
+            ("int8-crt20", 1), ("int8-crt-auto", 0), ("int8-crt-auto", 3)]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend,T", [("int8x3", 1), ("int8x9", 1), ("int8x18", 1),
-                                       ("int8-auto", 0), ("int8-auto", 1), ("int8-auto", 4),
-                                       ("int8-crt2", 1), ("int8-crt3", 1), ("int8-crt8", 1),
-                                       ("int8-crt14", 1), ("int8-crt20", 1),
-                                       ("int8-crt-auto", 0), ("int8-crt-auto", 3)])
-@pytest.mark.parametrize("d", [1, 2])
+@pytest.mark.parametrize("backend,T,d", [(b, T, d) for b, T in _SCHEME1 for d in range(1, 7)]
+                         + [(b, T, d) for b, T in _SCHEME2 for d in (1, 2)])
 def test_one_pass_emulated_gate_is_bitwise_the_cpu_product(backend, T, d):
+    """d = 1, 2: the CUDA-core kernels; d = 3..6 (scheme I): the tensor-core kernel, on a state
+    of fewer groups than one tile (n = 10) and of many tiles (n = 15, targets high and low)."""
     cp = cupy_or_skip()
     from ozsim.gemm import registry, zgemm
     from ozsim.testing import ozaki_matrix
 
     rng = np.random.default_rng(10 * d + len(backend))
-    n = 10
-    for phi, qubits in [(0.5, tuple(range(d))), (4.0, tuple(rng.choice(n, d, replace=False)))]:
+    n = 10 if d <= 2 or backend == "int8x18" else 15
+    cases = [(0.5, tuple(range(d))), (4.0, tuple(rng.choice(n, d, replace=False)))]
+    if d >= 3:
+        cases += [(2.0, tuple(range(n - 1, n - 1 - d, -1))), (1.0, tuple(range(d, 0, -1)))]
+    for phi, qubits in cases:
         psi0 = ozaki_matrix(rng, 1 << n, 1, phi)[:, 0]
         psi0[rng.random(1 << n) < 0.2] = 0  # zero amplitudes and zero groups too
         u = haar_unitary(1 << d, rng)
@@ -127,12 +134,14 @@ def test_one_pass_emulated_gate_raises_on_nan():
     from ozsim import NonFiniteError
     from ozsim.gemm import registry
 
-    for backend in ("int8x9", "int8-auto", "int8-crt14", "int8-crt-auto"):
-        sv = StateVector(6, cp)
+    for backend, qubits in [("int8x9", (1,)), ("int8-auto", (1,)), ("int8-crt14", (1,)),
+                            ("int8-crt-auto", (1,)), ("int8x9", (0, 2, 4, 5)),
+                            ("int8-auto", (5, 1, 3))]:
+        sv = StateVector(8, cp)
         sv._buf[5] = np.nan
+        u = cp.eye(1 << len(qubits), dtype=cp.complex128)
         with pytest.raises(NonFiniteError, match="NaN or Inf"):
-            sv.apply(registry.parse(backend).scheme.prepare(cp.eye(2, dtype=cp.complex128)), (1,),
-                     backend=backend)
+            sv.apply(registry.parse(backend).scheme.prepare(u), qubits, backend=backend)
 
 
 @pytest.mark.gpu
@@ -165,3 +174,40 @@ def test_gpu_run_of_small_gates_holds_one_buffer():
         cpu = Simulator(backend=backend, device="cpu", max_fused_qubits=2).run(circuit)
         assert gpu.metadata["peak_memory_bytes"] == 16 * 2**12
         np.testing.assert_allclose(gpu.statevector, cpu.statevector, rtol=0, atol=1e-14)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 6])
+def test_int8_auto_statistics_pass_is_the_cpu_loss_histogram(d):
+    """The one-read statistics kernels against ozaki1.loss_histogram of B.T, on Ozaki's inputs
+    with zeros, whole zero groups and subnormal amplitudes (losses past the packed counters)."""
+    cp = cupy_or_skip()
+    from ozsim.gemm.ozaki1 import onepass
+    from ozsim.gemm.ozaki1.scheme import loss_histogram, row_exponents
+    from ozsim.testing import ozaki_matrix
+
+    rng = np.random.default_rng(40 + d)
+    n = 14
+    psi = ozaki_matrix(rng, 1 << n, 1, 4.0)[:, 0]
+    psi[rng.random(1 << n) < 0.1] = 0
+    psi[: 1 << d] = 0
+    psi[7] = 3e-320 + 1e-310j
+    for qubits in [tuple(range(d)), tuple(int(q) for q in rng.choice(n, d, replace=False))]:
+        axes = [n - 1 - q for q in reversed(qubits)]
+        rest = [a for a in range(n) if a not in axes]
+        bt = np.ascontiguousarray(np.transpose(psi.reshape((2,) * n), axes + rest)
+                                  .reshape(1 << d, -1).T)
+        want = loss_histogram(bt, row_exponents(bt))
+        got = onepass.statistics(cp.asarray(psi), qubits)
+        assert want[8:].sum() > 0  # the kernel's shared-memory path is exercised too
+        np.testing.assert_array_equal(got, want)
+
+
+def test_cost_model_takes_measured_one_pass_multiples_where_given():
+    m = CostModel(1e12, 1e13, 20, 0.0, 10, one_pass_qubits=4, one_pass_rate=1e13,
+                  one_pass_passes=(3.0, 2.0))
+    floor = 32 * 2**20 / 1e12
+    assert m.gate_time(20, 1) == pytest.approx(3 * floor)
+    assert m.gate_time(20, 2) == pytest.approx(2 * floor)
+    assert m.gate_time(20, 3) == pytest.approx(max(floor, 8 * 2**23 / 1e13))  # the rate model
+    assert m.gate_time(20, 5) == pytest.approx(20 * floor)

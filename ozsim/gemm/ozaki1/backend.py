@@ -27,7 +27,7 @@ def prepare(matrix) -> PreparedOperand:
 
 
 def apply_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
-    """The GPU's one-pass scheme I gate, ``d <= 2`` (:mod:`ozsim.gemm.ozaki1.onepass`); native
+    """The GPU's one-pass scheme I gate, ``d <= 6`` (:mod:`ozsim.gemm.ozaki1.onepass`); native
     one-pass when INT8-AUTO finds no ``s <= 18`` (a fallback, as :func:`run`'s).
 
     Returns:

@@ -1,4 +1,4 @@
-"""One-pass gates by Ozaki scheme I on the GPU (``int8x{s}``, ``int8-auto``) for ``d <= 2``.
+"""One-pass gates by Ozaki scheme I on the GPU (``int8x{s}``, ``int8-auto``) for ``d <= 6``.
 
 Private; imported only when a CuPy state meets a gate of at most :data:`MAX_QUBITS` qubits. The
 GEMM path of a state-vector gate makes many passes over the state (a transposing copy, the
@@ -10,9 +10,21 @@ gate reads the state once and writes it once; ``int8-auto`` adds one read for it
 (the loss histogram of the state's columns decides the number of slices before any slice is
 made). Same bits as the CPU path.
 
-Cost per amplitude: ``2 s (s + 1) 2**d`` FP32 multiply-adds of the slice products (exact:
-integers below ``2**24``) plus ``2 s`` FP64 operations of the accumulation; at ``s = 9``,
-``d = 1`` that is about 360 multiply-adds, near an H100's CUDA-core rate at its memory rate.
+Two kernels:
+
+- ``d <= 2``: ``kernels/int8_gate.cu``, one thread per amplitude group on the CUDA cores:
+  ``2 s (s + 1) 2**d`` FP32 multiply-adds of the slice products per amplitude (exact: integers
+  below ``2**24``) plus ``2 s`` FP64 operations of the accumulation; at ``s = 9``, ``d = 1`` that
+  is about 360 multiply-adds, near an H100's CUDA-core rate at its memory rate.
+- ``3 <= d <= 6``: ``kernels/int8_gate_mma.cu`` on the INT8 tensor cores (``mma.sync``
+  m16n8k32), a block per tile of 64 (``d = 3``: 128) amplitude groups, B's slices in shared
+  memory, A's slices as ready-made mma fragments (:func:`mma_fragments`, made once per gate and
+  ``s``): ``4 s (s + 1) max(2**d, 16)`` INT8 operations per amplitude (the real embedding
+  ``[[Ar, -Ai], [Ai, Ar]]`` of ``s (s + 1) / 2`` slice products), ``2 s`` FP64 operations to cut
+  its slices and ``4 s`` to accumulate.
+
+``int8-auto``'s statistics cost one extra read of the state (``int8_gate_stats`` /
+``int8_gate_mma_stats``: a histogram in shared memory, one atomic add per nonzero scalar).
 """
 
 from __future__ import annotations
@@ -23,21 +35,77 @@ import cupy as cp
 import numpy as np
 
 from ...errors import NonFiniteError
-from .._gpu import raw_module
+from .._gpu import _sms, raw_module
 from .scheme import _MAX_EXP_DIFF, MIN_SPLITS, bits_per_slice, choose_num_splits
 
 __all__ = ["MAX_QUBITS", "apply", "statistics"]
 
-#: Largest gate of the one-pass kernel (its registers hold 2 * 2**d * s slices a thread).
-MAX_QUBITS = 2
+#: Largest gate of the one-pass kernels.
+MAX_QUBITS = 6
+#: Largest gate of the CUDA-core kernel (its registers hold 2 * 2**d * s slices a thread); the
+#: tensor-core kernel takes 3..MAX_QUBITS.
+MAX_SCALAR_QUBITS = 2
 _THREADS = 256
-_SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "int8_gate.cu"
+_KERNELS = Path(__file__).resolve().parent.parent / "kernels"
+_SOURCE = _KERNELS / "int8_gate.cu"
+_MMA_SOURCE = _KERNELS / "int8_gate_mma.cu"
 _MEMCPY_D2D = 3
 
 
 def _module(d: int, s: int, bits: int, device: int):
+    if d > MAX_SCALAR_QUBITS:
+        return raw_module(_MMA_SOURCE, ("-std=c++17", f"-DGATE_QUBITS={d}", f"-DSPLITS={s}"))
     return raw_module(_SOURCE, ("-std=c++17", f"-DGATE_QUBITS={d}", f"-DSPLITS={s}",
                                 f"-DBITS={bits}"))
+
+
+def mma_tile(d: int) -> tuple[int, int, int]:
+    """``(columns per tile, inner dimension KD, shared-memory words per column and slice)`` of
+    ``int8_gate_mma.cu`` for a ``d``-qubit gate (its ``NC``, ``KD``, ``W``)."""
+    k = 1 << d
+    kd = max(2 * k, 32)
+    mpt = k // 4 if k >= 16 else 4
+    return _THREADS // (k // mpt), kd, kd // 4 + 4
+
+
+def mma_smem_bytes(d: int, s: int) -> int:
+    """Dynamic shared memory of ``int8_gate_mma`` in bytes: B's ``s`` slices of a tile, and at
+    ``d <= 5`` A's fragments (``s * 2**d / 8 * KD / 32 * 32 * 16`` bytes) beside them."""
+    nc, kd, w = mma_tile(d)
+    a = s * ((1 << d) // 8) * (kd // 32) * 32 * 16 if d <= 5 else 0
+    return 4 * s * nc * w + a
+
+
+def mma_fragments(prep, s: int):
+    """A's ``s`` slices as ``mma.sync`` m16n8k32 A fragments, made once per gate and ``s``.
+
+    The real embedding ``[[Ar, -Ai], [Ai, Ar]]`` of each slice (``2 K x KD`` INT8, ``K = 2**d``,
+    zero columns past ``2 K``), rows ordered so that m tile ``mt``'s rows 0..7 are the real and
+    rows 8..15 the imaginary rows of members ``8 mt .. 8 mt + 7``; fragment register ``r`` of
+    lane ``(g, t)`` holds row ``g + 8 (r % 2)``, columns ``4 t + 16 (r // 2) + 0..3`` (PTX ISA,
+    "Matrix Fragments for mma.m16n8k32", ``.s8``).
+
+    Returns:
+        ``(s, K / 8, KD / 32, 32, 4)`` uint32 CuPy array (one ``uint4`` per lane).
+    """
+    key = ("mma-fragments", s)
+    frags = prep._splits.get(key)  # (cached beside the operand's splits)
+    if frags is None:
+        k = prep.shape[1]
+        _, kd, _ = mma_tile(k.bit_length() - 1)
+        sl = prep.split(s, bits_per_slice(k)).slices  # (2K, s, K): Re rows, then Im rows
+        ar = cp.transpose(sl[:k], (1, 0, 2)).astype(cp.int8)
+        ai = cp.transpose(sl[k:], (1, 0, 2)).astype(cp.int8)
+        rows_re = cp.concatenate([ar, -ai], axis=2)  # (s, K, 2K)
+        rows_im = cp.concatenate([ai, ar], axis=2)
+        emb = cp.zeros((s, k // 8, 2, 8, kd), dtype=cp.int8)
+        emb[..., : 2 * k] = cp.stack([rows_re.reshape(s, k // 8, 8, 2 * k),
+                                      rows_im.reshape(s, k // 8, 8, 2 * k)], axis=2)
+        # (s, mt, rowhalf, g, ks, khalf, t, byte) -> (s, mt, ks, g, t, khalf, rowhalf, byte)
+        emb = emb.reshape(s, k // 8, 2, 8, kd // 32, 2, 4, 4).transpose(0, 1, 4, 3, 6, 5, 2, 7)
+        frags = cp.ascontiguousarray(emb).view(cp.uint32).reshape(s, k // 8, kd // 32, 32, 4)
+        prep._splits[key] = frags
+    return frags
 
 
 def _positions(positions) -> list[np.int32]:
@@ -62,10 +130,12 @@ def statistics(psi, positions):
     hist = cp.zeros(_MAX_EXP_DIFF + 1, dtype=cp.uint64)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    blocks = int(max(1, min(-(-groups // _THREADS), 8 * sms)))
-    mod.get_function("int8_gate_stats")((blocks,), (_THREADS,),
-                                        (psi, np.int64(groups), *_positions(positions), hist, flag))
+    sms = _sms()
+    per_block = mma_tile(d)[0] if d > MAX_SCALAR_QUBITS else _THREADS
+    blocks = int(max(1, min(-(-groups // per_block), 8 * sms)))
+    name = "int8_gate_mma_stats" if d > MAX_SCALAR_QUBITS else "int8_gate_stats"
+    mod.get_function(name)((blocks,), (_THREADS,),
+                           (psi, np.int64(groups), *_positions(positions), hist, flag))
     if int(flag.get()[0]):
         raise NonFiniteError("the state vector has NaN or Inf amplitudes")
     return hist.get().astype(np.int64)
@@ -100,6 +170,32 @@ def apply(psi, prep, positions, num_splits: int | None, T: float):
         if s is None:
             return None, hist_b
     mod = _module(d, s, bits, cp.cuda.Device().id)
+    flag = cp.zeros(1, dtype=cp.int32)
+    groups = psi.size >> d
+    if d > MAX_SCALAR_QUBITS:
+        _apply_mma(mod, psi, prep, positions, s, groups, flag)
+    else:
+        _apply_scalar(mod, psi, prep, positions, s, bits, groups, flag)
+    if hist_b is None and int(flag.get()[0]):  # (int8-auto checked in its statistics pass)
+        raise NonFiniteError("the state vector has NaN or Inf amplitudes")
+    return s, hist_b
+
+
+def _apply_mma(mod, psi, prep, positions, s, groups, flag):
+    nc = mma_tile(len(positions))[0]
+    frags = mma_fragments(prep, s)
+    exps = cp.ascontiguousarray(prep.exponents, dtype=cp.int32)
+    kernel = mod.get_function("int8_gate_mma")
+    smem = mma_smem_bytes(len(positions), s)
+    if kernel.max_dynamic_shared_size_bytes < smem:
+        kernel.max_dynamic_shared_size_bytes = smem
+    blocks = int(max(1, min(-(-groups // nc), 8 * _sms())))
+    kernel((blocks,), (_THREADS,), (psi, np.int64(groups), *_positions(positions), frags, exps,
+                                    flag), shared_mem=smem)
+
+
+def _apply_scalar(mod, psi, prep, positions, s, bits, groups, flag):
+    d = len(positions)
     sl = prep.split(s, bits).slices.astype(cp.float32)  # (2m, s, k): Re rows, then Im rows
     m = sl.shape[0] // 2
     slices = cp.ascontiguousarray(cp.concatenate([sl[:m], sl[m:], sl[:m] + sl[m:]]))
@@ -109,10 +205,5 @@ def apply(psi, prep, positions, num_splits: int | None, T: float):
                                 _MEMCPY_D2D, stream)
     cp.cuda.runtime.memcpyAsync(mod.get_global("a_exp").ptr, exps.data.ptr, exps.nbytes,
                                 _MEMCPY_D2D, stream)
-    flag = cp.zeros(1, dtype=cp.int32)
-    groups = psi.size >> d
     mod.get_function("int8_gate")((int(-(-groups // _THREADS)),), (_THREADS,),
                                   (psi, np.int64(groups), *_positions(positions), flag))
-    if hist_b is None and int(flag.get()[0]):  # (int8-auto checked in its statistics pass)
-        raise NonFiniteError("the state vector has NaN or Inf amplitudes")
-    return s, hist_b

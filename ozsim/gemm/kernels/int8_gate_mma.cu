@@ -1,0 +1,409 @@
+// One-pass gate by Ozaki scheme I on INT8 tensor cores (int8x{s}, int8-auto), 3 <= d <= 6:
+// psi <- U psi in place, in one read and one write of the state.
+//
+// The same numbers as ozsim.gemm.ozaki1.scheme.int8_zgemm on U (the A operand, split once per
+// gate on the host side into mma.sync fragments) and the state viewed as B = (2**d, 2**(n-d))
+// through the target qubits (one column per amplitude group, gate_groups.cuh). A block takes a
+// tile of NC consecutive columns at a time (a persistent grid):
+//   1. split: TPC threads per column load its K amplitudes (MPT each) straight from psi (at
+//      d <= 4 during the previous tile's products), reduce the column's largest |Re|, |Im| by
+//      warp shuffles, e = its frexp exponent (row_exponents), and cut each scalar into S slices
+//      as split_rows does, r = ldexp(x, BITS - e), q = clip(rint(r), +-(2**BITS - 1)), r = (r -
+//      q) 2**BITS, here on r 2**(-BITS j) (the same numbers scaled by powers of two: 3 FP64
+//      additions and a clip a slice, every step exact), four INT8 slices to a 32-bit
+//      word, into shared memory as B_j[column][kk] (kk < K: Re of member kk, else Im of kk - K;
+//      at d = 3 the inner dimension is KD = 32 and A's columns 16..31 are zero);
+//   2. products: the real embedding [[Ar, -Ai], [Ai, Ar]] of each of A's slices times [Br; Bi]
+//      by mma.sync m16n8k32 s8 x s8 -> s32. For t = S+1 down to 2 the INT32 accumulator holds
+//      P_t = sum_{i+j=t} A_i B_j (|P_t| <= S * KD * 127**2 < 2**31: exact in any order); its
+//      rows are Re P_t = ArBr - AiBi and Im P_t = ArBi + AiBr, the integers the CPU computes;
+//   3. acc = acc + P_t 2**(-t BITS) in FP64 from t = S+1 down (the CPU's order; the product is
+//      exact, so the fused multiply-add rounds as the CPU's add does), then ldexp(acc, eA[row] +
+//      e), written back in place.
+// A's fragments come from shared memory (ld.shared.v4), B's by ldmatrix.x4 (two n tiles a load).
+// Rows of the embedding are ordered so that one mma tile's rows 0..7 are the real parts and rows
+// 8..15 the imaginary parts of the same 8 members: a thread's accumulator fragment holds both
+// parts of 2 output amplitudes, written straight to psi (no staging).
+//
+// int8_gate_mma_stats: INT8-AUTO's statistics of B in one read, as int8_gate_stats (the loss
+// histogram e - frexp exponent of each nonzero scalar, clamped at MAXD), with the same loads;
+// losses 0..7 (most scalars of a state) are counted in registers, the rest by shared atomics.
+// NaN or Inf in a column sets *flag and leaves the column as it was.
+//
+// Options: -DGATE_QUBITS=d (3..6) -DSPLITS=s (3..18); BITS = 7 (bits_per_slice(2**d)).
+// Shared memory (dynamic): B's slices, S * NC * W * 4 bytes, and at d <= 5 A's fragments, S *
+// A_STRIDE * 16 bytes, copied once per block (ozsim.gemm.ozaki1.onepass.mma_smem_bytes).
+
+#ifndef GATE_QUBITS
+#error "GATE_QUBITS must be defined"
+#endif
+#define D GATE_QUBITS
+#define K (1 << D)
+#ifndef SPLITS
+#define SPLITS 3
+#endif
+#define S SPLITS
+#define BITS 7
+#define MAXD 2200
+#define KD (2 * K < 32 ? 32 : 2 * K)  // the products' inner dimension, padded to the mma's k
+#define KS (KD / 32)                  // k steps
+#define W (KD / 4 + 4)                // words per column of a slice (4 x odd: no bank conflict)
+#define MT (K / 8)                    // m tiles of 16 rows (8 members, Re and Im)
+#define MPT (K >= 16 ? K / 4 : 4)     // members per thread in the split
+#define TPC (K / MPT)                 // threads per column
+#define THREADS 256
+#define NC (THREADS / TPC)            // columns per tile
+#define NT (NC / 8)                   // n tiles of 8 columns
+#define WGM (MT < 4 ? MT : 4)         // warps along m
+#define WGN (8 / WGM)                 // warps along n
+#define WMT (MT / WGM)                // m tiles per warp
+#define WNT (NT / WGN)                // n tiles per warp
+#define A_STRIDE (MT * KS * 32)        // A fragments (uint4) per slice
+#define A_SMEM (D <= 5)                // A's fragments in shared memory (d = 6: from L1/L2)
+#define NACC (WMT * WNT <= 4 ? 2 : 1)  // INT32 accumulator sets (independent mma chains)
+#define NOT_FINITE (-0x7fffffff)
+#include "gate_groups.cuh"
+
+#define RMAGIC 6755399441055744.0  // 1.5 * 2**52: (y + RMAGIC) - RMAGIC = rint(y), |y| < 2**51
+
+__device__ __forceinline__ double small_to_double(int v)
+{
+    return __hiloint2double(0x43300000, v ^ 0x80000000) - 4503601774854144.0;  // 2**52 + 2**31
+}
+
+// x 2**k, correctly rounded (a multiplication where 2**k is a normal double, else ldexp)
+__device__ __forceinline__ double scale2(double x, int k)
+{
+    return (k >= -1022 && k <= 1023) ? x * __longlong_as_double((long long)(k + 1023) << 52)
+                                     : ldexp(x, k);
+}
+
+// four 8x8 b16 matrices from shared memory: exactly the m16n8k32 s8 B fragments (b0, b1) of two
+// n tiles when each matrix row is 16 bytes of one column of B (PTX ISA, ldmatrix)
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned& r0, unsigned& r1,
+                                            unsigned& r2, unsigned& r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_s8(int (&c)[4], const uint4& a, unsigned b0, unsigned b1)
+{
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+// The thread's MPT members of column gc of the tile (sq: its place among the column's TPC
+// threads; absent columns past the last group read as zeros): the loads only, so that a tile's
+// loads can be issued before the previous tile's products (PREFETCH).
+__device__ __forceinline__ void fetch(const double2* __restrict__ psi, long long gc, long long groups,
+                                      const int (&sorted)[D], int sq, const long long* moff,
+                                      double2 (&x)[MPT], long long& base)
+{
+    const bool live = gc < groups;
+    base = live ? group_base(gc, sorted) : -1;
+#pragma unroll
+    for (int i = 0; i < MPT; ++i)
+        x[i] = live ? psi[base + moff[sq * MPT + i]] : make_double2(0.0, 0.0);
+}
+
+// The column's exponent e (frexp of its largest |Re|, |Im|; 0 for a zero column) and whether
+// all its K amplitudes are finite, reduced over the column's TPC threads (adjacent lanes).
+__device__ __forceinline__ void column_scale(const double2 (&x)[MPT], int& e, bool& finite)
+{
+    double mx = 0.0;
+    int fin = 1;
+#pragma unroll
+    for (int i = 0; i < MPT; ++i) {
+        fin &= isfinite(x[i].x) && isfinite(x[i].y);
+        mx = fmax(mx, fmax(fabs(x[i].x), fabs(x[i].y)));
+    }
+#pragma unroll
+    for (int o = 1; o < TPC; o <<= 1) {
+        mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        fin &= __shfl_xor_sync(0xffffffffu, fin, o);
+    }
+    finite = fin;
+    frexp(mx, &e);
+}
+
+// member offsets (member_offset) for every member, once per block
+__device__ __forceinline__ void member_table(long long* moff, const int (&pos)[6])
+{
+    for (int c = threadIdx.x; c < K; c += blockDim.x) moff[c] = member_offset(c, pos);
+}
+
+// 1.5 * 2**(52 - BITS j): y = r + it rounds r to a multiple of 2**(-BITS j) (ties to even), and
+// y's low word is that multiple in units of 2**(-BITS j)
+__device__ __forceinline__ double round_magic(int j)
+{
+    return __longlong_as_double(((long long)(1023 + 52 - BITS * j) << 52) | (1LL << 51));
+}
+
+// (2**BITS - 1) 2**(-BITS j), the clip of slice j on the scaled r
+__device__ __forceinline__ double slice_limit(int j)
+{
+    return (double)((1 << BITS) - 1) * __longlong_as_double((long long)(1023 - BITS * j) << 52);
+}
+
+#ifndef PREFETCH
+#define PREFETCH (MPT <= 4)  // (d <= 4; at d = 5 the registers it holds cost more than it hides)
+#endif
+
+#ifndef MIN_BLOCKS  // blocks an SM the registers must allow: d <= 4 80 a thread, d = 5 128
+#define MIN_BLOCKS (D <= 4 ? 3 : D == 5 ? 2 : 1)
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
+              int p5, const uint4* __restrict__ a_frag, const int* __restrict__ a_exp,
+              int* __restrict__ flag)
+{
+    extern __shared__ uint4 smem[];  // [A's fragments (A_SMEM)][B's slices [S][NC][W] words]
+    unsigned* b_slices = reinterpret_cast<unsigned*>(smem + (A_SMEM ? S * A_STRIDE : 0));
+#if A_SMEM
+    const uint4* a_sm = smem;
+    for (int i = threadIdx.x; i < S * A_STRIDE; i += THREADS) smem[i] = __ldg(a_frag + i);
+#else
+    const uint4* a_sm = a_frag;
+#endif
+    __shared__ long long moff[K], col_base[NC];
+    __shared__ int col_e[NC];
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};  // bit j of the gate index at pos[j]
+    int sorted[D];
+    sort_positions(pos, sorted);
+    member_table(moff, pos);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int scol = tid / TPC, sq = tid % TPC;  // the split's column and place in it
+    const int wm = warp % WGM, wn = warp / WGM;  // the warp's place in the output tile
+    const int g = lane >> 2, tq = lane & 3;      // mma fragment coordinates
+    const int a_lane = wm * WMT * KS * 32 + lane;  // the lane's A fragment (uint4) of slice 1
+    // the lane's row address of ldmatrix.x4 in B's slice 1: matrix lane / 8 is n tile lane / 16,
+    // k half (lane / 8) % 2 of the fragment; row lane % 8 (a column of B)
+    const unsigned b_lane = (unsigned)__cvta_generic_to_shared(b_slices) +
+        (unsigned)((((wn * WNT + (lane >> 4)) * 8 + (lane & 7)) * W) * 4 + ((lane >> 3) & 1) * 16);
+    const long long tiles = (groups + NC - 1) / NC;
+    __syncthreads();
+    double2 x[MPT];
+    long long base;
+#if PREFETCH
+    if (blockIdx.x < tiles) fetch(psi, blockIdx.x * (long long)NC + scol, groups, sorted, sq, moff, x, base);
+#endif
+    for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+#if !PREFETCH
+        fetch(psi, tile * NC + scol, groups, sorted, sq, moff, x, base);
+#endif
+        // 1. split the tile's columns into shared memory:
+        //    r_j = 2**(-BITS j) (the CPU's r at step j), Q = clip(rint), r_{j+1} = r_j - Q (exact)
+        {
+            int e;
+            bool finite;
+            column_scale(x, e, finite);
+            const bool live = base >= 0;
+            if (sq == 0) {
+                col_base[scol] = base;
+                col_e[scol] = (live && finite) ? e : NOT_FINITE;
+                if (live && !finite) atomicOr(flag, 1);
+            }
+#pragma unroll
+            for (int part = 0; part < 2; ++part) {
+#pragma unroll
+                for (int i0 = 0; i0 < MPT; i0 += 4) {
+                    double r[4];
+#pragma unroll
+                    for (int u = 0; u < 4; ++u)
+                        r[u] = scale2(part ? x[i0 + u].y : x[i0 + u].x, BITS - e);  // |r| < 2**BITS
+                    unsigned* dst = b_slices + scol * W + (part * K + sq * MPT + i0) / 4;
+                    bool clip = false;  // |r| >= 2**BITS - 1/2: a slice may reach the clip
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) clip = clip || !(fabs(r[u]) < (double)(1 << BITS) - 0.5);
+                    if (__any_sync(0xffffffffu, clip)) {
+#pragma unroll
+                        for (int j = 0; j < S; ++j) {
+                            const double magic = round_magic(j);
+                            const double lim = slice_limit(j);
+                            unsigned word = 0;
+#pragma unroll
+                            for (int u = 0; u < 4; ++u) {
+                                const double y = r[u] + magic;
+                                const double q = fmin(fmax(y - magic, -lim), lim);
+                                const int digit = max(min(__double2loint(y), (1 << BITS) - 1), 1 - (1 << BITS));
+                                word |= ((unsigned)digit & 0xffu) << (8 * u);
+                                r[u] -= q;  // exact
+                            }
+                            dst[j * NC * W] = word;
+                        }
+                    } else {  // no clip anywhere (|r_0| < 2**BITS - 1/2, then |r_j| <= 2**(BITS-1))
+#pragma unroll
+                        for (int j = 0; j < S; ++j) {
+                            const double magic = round_magic(j);
+                            unsigned word = 0;
+#pragma unroll
+                            for (int u = 0; u < 4; ++u) {
+                                const double y = r[u] + magic;
+                                word |= ((unsigned)__double2loint(y) & 0xffu) << (8 * u);
+                                r[u] -= y - magic;  // exact
+                            }
+                            dst[j * NC * W] = word;
+                        }
+                    }
+                }
+            }
+        }
+        __syncthreads();
+#if PREFETCH
+        const long long next = tile + gridDim.x;
+        if (next < tiles) fetch(psi, next * NC + scol, groups, sorted, sq, moff, x, base);
+#endif
+        // 2.-3. the grouped slice products and their FP64 accumulation; at d <= 5 two INT32
+        // accumulators (odd and even i, summed exactly at the end) double the independent mma
+        // chains of a warp
+        double acc[WMT][WNT][4];
+#pragma unroll 1
+        for (int t = S + 1; t >= 2; --t) {
+            int p[NACC][WMT][WNT][4];
+#pragma unroll
+            for (int h = 0; h < NACC; ++h)
+#pragma unroll
+                for (int mi = 0; mi < WMT; ++mi)
+#pragma unroll
+                    for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+                        for (int v = 0; v < 4; ++v) p[h][mi][ni][v] = 0;
+#pragma unroll 1
+            for (int i = 1; i < t; i += NACC) {
+                const bool two = NACC == 2 && i + 1 < t;  // (uniform) a second product this round
+#pragma unroll
+                for (int ks = 0; ks < KS; ++ks) {
+                    uint4 a[NACC][WMT];
+                    unsigned b[NACC][WNT][2];
+#pragma unroll
+                    for (int h = 0; h < NACC; ++h) {
+                        const int ih = two ? i + h : i;  // (a repeat of the first when alone)
+                        const uint4* af = a_sm + a_lane + (ih - 1) * A_STRIDE;
+#pragma unroll
+                        for (int mi = 0; mi < WMT; ++mi) a[h][mi] = af[(mi * KS + ks) * 32];
+                        const unsigned bs = b_lane + (unsigned)((t - ih - 1) * NC * W * 4 + ks * 32);
+#pragma unroll
+                        for (int ni = 0; ni < WNT; ni += 2)  // two n tiles' fragments a load
+                            ldmatrix_x4(bs + ni * 8 * W * 4, b[h][ni][0], b[h][ni][1],
+                                        b[h][ni + 1][0], b[h][ni + 1][1]);
+                    }
+#pragma unroll
+                    for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+                        for (int mi = 0; mi < WMT; ++mi) {
+                            mma_s8(p[0][mi][ni], a[0][mi], b[0][ni][0], b[0][ni][1]);
+                            if (two) mma_s8(p[NACC - 1][mi][ni], a[NACC - 1][mi], b[NACC - 1][ni][0], b[NACC - 1][ni][1]);
+                        }
+                }
+            }
+            const double w = __longlong_as_double((long long)(1023 - t * BITS) << 52);
+#pragma unroll
+            for (int mi = 0; mi < WMT; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+                    for (int v = 0; v < 4; ++v) {
+                        const double pv = small_to_double(p[0][mi][ni][v] + (NACC == 2 ? p[NACC - 1][mi][ni][v] : 0));  // exact
+                        acc[mi][ni][v] = (t == S + 1) ? pv * w : fma(pv, w, acc[mi][ni][v]);
+                    }
+        }
+        // write back: rows g (Re) and g + 8 (Im) of m tile mt are member 8 mt + g
+#pragma unroll
+        for (int mi = 0; mi < WMT; ++mi) {
+            const int member = 8 * (wm * WMT + mi) + g;
+            const int ea = __ldg(a_exp + member);
+            const long long off = moff[member];
+#pragma unroll
+            for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int col = (wn * WNT + ni) * 8 + 2 * tq + h;
+                    const int eb = col_e[col];
+                    if (eb == NOT_FINITE) continue;
+                    const int sh = ea + eb;
+                    psi[col_base[col] + off] =
+                        make_double2(scale2(acc[mi][ni][h], sh), scale2(acc[mi][ni][2 + h], sh));
+                }
+        }
+        __syncthreads();  // the next tile's split overwrites the slices and the column tables
+    }
+}
+
+// frexp's exponent of a nonzero finite v, from its bits (frexp itself for a subnormal)
+__device__ __forceinline__ int exponent_of(double v)
+{
+    const int ex = (int)((__double_as_longlong(v) >> 52) & 0x7ff);
+    if (ex != 0) return ex - 1022;
+    int e;
+    frexp(v, &e);
+    return e;
+}
+
+// the packed counters of losses 0..7 (8 bits each) into the shared histogram
+__device__ __forceinline__ void flush_counts(unsigned* sh, unsigned& lo, unsigned& hi)
+{
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+        const unsigned cl = (lo >> (8 * b)) & 0xffu, ch = (hi >> (8 * b)) & 0xffu;
+        if (cl) atomicAdd(&sh[b], cl);
+        if (ch) atomicAdd(&sh[4 + b], ch);
+    }
+    lo = hi = 0;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+int8_gate_mma_stats(const double2* __restrict__ psi, long long groups, int p0, int p1, int p2,
+                    int p3, int p4, int p5, unsigned long long* __restrict__ hist,
+                    int* __restrict__ flag)
+{
+    __shared__ unsigned sh[MAXD + 1];
+    __shared__ long long moff[K];
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};
+    int sorted[D];
+    sort_positions(pos, sorted);
+    member_table(moff, pos);
+    for (int i = threadIdx.x; i <= MAXD; i += blockDim.x) sh[i] = 0;
+    __syncthreads();
+    const int scol = threadIdx.x / TPC, sq = threadIdx.x % TPC;
+    const long long tiles = (groups + NC - 1) / NC;
+    // losses 0..7 (most scalars) counted in registers, 8 bits each, flushed before they can wrap
+    unsigned lo = 0, hi = 0;
+    int counted = 0;
+    for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        double2 x[MPT];
+        long long base;
+        int e;
+        bool finite;
+        fetch(psi, tile * NC + scol, groups, sorted, sq, moff, x, base);
+        column_scale(x, e, finite);
+        if (base >= 0 && !finite && sq == 0) atomicOr(flag, 1);
+        if (base < 0 || !finite) continue;
+#pragma unroll
+        for (int i = 0; i < MPT; ++i)
+#pragma unroll
+            for (int part = 0; part < 2; ++part) {
+                const double v = part ? x[i].y : x[i].x;
+                if (v != 0.0) {
+                    const int b = min(e - exponent_of(v), MAXD);
+                    if (b < 8) {
+                        const unsigned inc = 1u << (8 * (b & 3));
+                        if (b < 4) lo += inc; else hi += inc;
+                    } else {
+                        atomicAdd(&sh[b], 1u);
+                    }
+                }
+            }
+        counted += 2 * MPT;
+        if (counted > 255 - 2 * MPT) { flush_counts(sh, lo, hi); counted = 0; }
+    }
+    flush_counts(sh, lo, hi);
+    __syncthreads();
+    for (int i = threadIdx.x; i <= MAXD; i += blockDim.x)
+        if (sh[i]) atomicAdd(&hist[i], (unsigned long long)sh[i]);
+}
