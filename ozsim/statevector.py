@@ -28,9 +28,9 @@ writes its result in the new order. Same numbers as with the copy (the same valu
 same kernels); ``OZSIM_GATHER=0`` turns it off.
 
 One pass: where a backend's scheme has a one-pass kernel for the device and the gate's size
-(:attr:`ozsim.gemm.registry.Scheme.one_pass_qubits`; on the GPU: ``zgemm`` for ``d <= 5``, the
-INT8 backends for ``d <= 2``), the gate is applied in place, reading each amplitude group through the targets'
-current bit positions: no permutation, no second buffer, one read and one write of the state.
+(:attr:`ozsim.gemm.registry.Scheme.one_pass_qubits`; on the GPU: ``zgemm`` for ``d <= 5``,
+scheme I (``int8x{s}``, ``int8-auto``) for ``d <= 6``, scheme II for ``d <= 2``), the gate is
+applied in place, reading each amplitude group through the targets' current bit positions: no permutation, no second buffer, one read and one write of the state.
 ``StateVector.one_pass = False`` turns it off (the GEMM path, for comparison).
 """
 

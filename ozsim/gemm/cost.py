@@ -30,6 +30,10 @@ class CostModel:
             pass over the state and ``one_pass_rate`` flop/s (0: no such kernel).
         one_pass_rate: that kernel's arithmetic rate in flop/s (``8`` flops per complex
             multiply-add).
+        one_pass_passes: ``(p_1, p_2, ...)``: a one-pass gate of d qubits takes ``p_d`` times
+            one read and one write of the state (measured: ``benchmarks/gate_bench.py``);
+            where given it replaces the rate model for that d (a kernel whose cost is neither
+            pure bandwidth nor a flop rate: splitting, statistics, tensor-core products).
         measured: ``((d, seconds per amplitude), ...)`` from ``ozsim calibrate`` on this
             device; a gate of a measured ``d`` costs that times ``2**N`` plus ``overhead``,
             another ``d`` the nearest measured one's cost scaled by the model's ratio.
@@ -44,6 +48,7 @@ class CostModel:
     cache_bandwidth: float = 0.0
     one_pass_qubits: int = 0
     one_pass_rate: float = 0.0
+    one_pass_passes: tuple[float, ...] = ()
     measured: tuple[tuple[int, float], ...] = ()
 
     def gate_time(self, num_qubits: int, d: int) -> float:
@@ -59,6 +64,8 @@ class CostModel:
         cached = 32.0 * 2.0**num_qubits <= self.cache_bytes
         bandwidth = self.cache_bandwidth if cached else self.bandwidth
         one_pass = d <= self.one_pass_qubits
+        if one_pass and d <= len(self.one_pass_passes):
+            return self.one_pass_passes[d - 1] * 32.0 * 2.0**num_qubits / bandwidth
         passes, rate = (1.0, self.one_pass_rate) if one_pass else (self.passes, self.gemm_rate)
         mem = passes * 32.0 * 2.0**num_qubits / bandwidth
         flops = 8.0 * 2.0 ** (num_qubits + d) / rate

@@ -119,7 +119,9 @@ class Scheme:
 # scheme I ~20 passes (the INT32 planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
 # ~60 TFLOP/s at d = 12. One-pass kernels (H100, N = 30, benchmarks/gate_bench.py): native FP64
 # at the floor up to d = 4 and ~1e13 flop/s of ZGEMM-equivalent work at d = 5; scheme I
-# (d <= 2) ~5e11 and scheme II (d <= 2) ~4e11 flop/s (compute-bound on the CUDA cores).
+# (int8-auto at T = 1, s = 8, statistics pass included) 3.1 and 4.8 times one pass at d = 1, 2
+# (the CUDA-core kernel), 2.8 to 4.5 at d = 3..6 (the tensor-core one); scheme II (d <= 2)
+# ~4e11 flop/s (compute-bound on the CUDA cores).
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native",
@@ -147,13 +149,13 @@ SCHEMES: tuple[Scheme, ...] = (
         ),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 1.8e9, 120, 2e-4, 8, 32e6, 4e10),
-               "gpu": CostModel(3.35e12, 2.7e13, 20, 1e-4, 12, one_pass_qubits=2,
-                                one_pass_rate=5.0e11)},
+               "gpu": CostModel(3.35e12, 2.7e13, 20, 1e-4, 12, one_pass_qubits=6,
+                                one_pass_passes=(3.1, 4.8, 2.8, 2.8, 3.3, 4.5))},
         accuracy="s slices keep 7s bits; int8-auto: T = mean mantissa loss in bits (>= 0)",
         reference="Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU), Alg. 3-4 and Sec. 4.4",
         run=ozaki1_backend.run,
         prepare=ozaki1_backend.prepare,
-        one_pass_qubits={"gpu": 2},
+        one_pass_qubits={"gpu": 6},
         apply_one_pass=ozaki1_backend.apply_one_pass,
     ),
     Scheme(
