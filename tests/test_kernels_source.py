@@ -1,4 +1,5 @@
-"""The CUDA sources of both schemes (``ozsim/gemm/ozaki{1,2}/kernels/*.cu`` and ``*.cuh``) as
+"""The CUDA sources of both schemes (``ozsim/gemm/ozaki{1,2}/kernels/*.cu`` and ``*.cuh``) and of
+the one-pass gates (``ozsim/gemm/kernels``) as
 NVRTC receives them: :func:`ozsim.gemm._cu_source.load_source` inlines every local header (NVRTC
 sees no files), each referenced file exists, the package data ships them, and, where ``nvcc``
 is on PATH, each source compiles for sm_90a. Needs no CuPy and no GPU."""
@@ -19,11 +20,13 @@ from ozsim.gemm.ozaki1.scheme import _MAX_EXP_DIFF
 from ozsim.gemm.ozaki2.moduli import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS
 
 GEMM = Path(ozsim.__file__).parent / "gemm"
-KERNEL_DIRS = (GEMM / "ozaki1" / "kernels", GEMM / "ozaki2" / "kernels")
+KERNEL_DIRS = (GEMM / "ozaki1" / "kernels", GEMM / "ozaki2" / "kernels", GEMM / "kernels")
 SOURCES = sorted(p for d in KERNEL_DIRS for p in d.glob("*.cu"))
 HEADERS = sorted(p for d in KERNEL_DIRS for p in d.glob("*.cuh"))
 #: The Python modules that compile these sources.
-LOADERS = (GEMM / "ozaki1" / "cuda.py", GEMM / "ozaki2" / "cuda.py", GEMM / "ozaki2" / "wgmma.py")
+LOADERS = (GEMM / "ozaki1" / "cuda.py", GEMM / "ozaki2" / "cuda.py", GEMM / "ozaki2" / "wgmma.py",
+           GEMM / "native_gate.py", GEMM / "ozaki1" / "onepass.py", GEMM / "ozaki2" / "onepass.py",
+           GEMM.parent / "observables.py")
 
 _CRT = [f"-DNFRAC={NORM_FRAC_BITS}", f"-DALLOW={LOSS_ALLOWANCE_BITS}", f"-DLBITS={LIMB_BITS}"]
 _RES32 = [f"-DRES32_{name}{m}=1.0f" for m in (0, 1) for name in ("P", "IP")] + [
@@ -41,6 +44,12 @@ OPTIONS = {
                                  "-DFINISH_PRELOAD=1", "-DFINISH_BLOCKS=2"],
     "ozaki2/kernels/products_wgmma.cu": ["-std=c++17", "-DBM=128", "-DBN=256", "-DBK=128",
                                          "-DSTAGES=4"],
+    "gemm/kernels/dense_gate.cu": ["-std=c++17", "-DGATE_QUBITS=4"],
+    "gemm/kernels/int8_gate.cu": ["-std=c++17", "-DGATE_QUBITS=2", "-DSPLITS=8"],
+    "gemm/kernels/int8_gate_mma.cu": ["-std=c++17", "-DGATE_QUBITS=4", "-DSPLITS=8"],
+    "gemm/kernels/crt_gate.cu": ["-std=c++17", *_CRT, "-DGATE_QUBITS=2", "-DNMOD=14",
+                                 "-DNLIMB=3"],
+    "gemm/kernels/pauli_expectation.cu": ["-std=c++17"],
 }
 
 
