@@ -35,6 +35,7 @@ import cupy as cp
 import numpy as np
 
 from ...errors import NonFiniteError
+from .. import _mma_gate
 from .._gpu import _sms, raw_module
 from .scheme import _MAX_EXP_DIFF, MIN_SPLITS, bits_per_slice, choose_num_splits
 
@@ -59,51 +60,23 @@ def _module(d: int, s: int, bits: int, device: int):
                                 f"-DBITS={bits}"))
 
 
-def mma_tile(d: int) -> tuple[int, int, int]:
-    """``(columns per tile, inner dimension KD, shared-memory words per column and slice)`` of
-    ``int8_gate_mma.cu`` for a ``d``-qubit gate (its ``NC``, ``KD``, ``W``)."""
-    k = 1 << d
-    kd = max(2 * k, 32)
-    mpt = k // 4 if k >= 16 else 4
-    return _THREADS // (k // mpt), kd, kd // 4 + 4
-
-
 def mma_smem_bytes(d: int, s: int) -> int:
     """Dynamic shared memory of ``int8_gate_mma`` in bytes: B's ``s`` slices of a tile, and at
-    ``d <= 5`` A's fragments (``s * 2**d / 8 * KD / 32 * 32 * 16`` bytes) beside them."""
-    nc, kd, w = mma_tile(d)
-    a = s * ((1 << d) // 8) * (kd // 32) * 32 * 16 if d <= 5 else 0
-    return 4 * s * nc * w + a
+    ``d <= 5`` A's fragments beside them."""
+    nc, _, w = _mma_gate.tile(d)
+    return 4 * s * nc * w + (_mma_gate.a_fragment_bytes(d, s) if d <= 5 else 0)
 
 
 def mma_fragments(prep, s: int):
-    """A's ``s`` slices as ``mma.sync`` m16n8k32 A fragments, made once per gate and ``s``.
-
-    The real embedding ``[[Ar, -Ai], [Ai, Ar]]`` of each slice (``2 K x KD`` INT8, ``K = 2**d``,
-    zero columns past ``2 K``), rows ordered so that m tile ``mt``'s rows 0..7 are the real and
-    rows 8..15 the imaginary rows of members ``8 mt .. 8 mt + 7``; fragment register ``r`` of
-    lane ``(g, t)`` holds row ``g + 8 (r % 2)``, columns ``4 t + 16 (r // 2) + 0..3`` (PTX ISA,
-    "Matrix Fragments for mma.m16n8k32", ``.s8``).
-
-    Returns:
-        ``(s, K / 8, KD / 32, 32, 4)`` uint32 CuPy array (one ``uint4`` per lane).
-    """
+    """A's ``s`` slices as ``mma.sync`` A fragments (:func:`ozsim.gemm._mma_gate.a_fragments`),
+    made once per gate and ``s`` and cached beside the operand's splits."""
     key = ("mma-fragments", s)
-    frags = prep._splits.get(key)  # (cached beside the operand's splits)
+    frags = prep._splits.get(key)
     if frags is None:
         k = prep.shape[1]
-        _, kd, _ = mma_tile(k.bit_length() - 1)
         sl = prep.split(s, bits_per_slice(k)).slices  # (2K, s, K): Re rows, then Im rows
-        ar = cp.transpose(sl[:k], (1, 0, 2)).astype(cp.int8)
-        ai = cp.transpose(sl[k:], (1, 0, 2)).astype(cp.int8)
-        rows_re = cp.concatenate([ar, -ai], axis=2)  # (s, K, 2K)
-        rows_im = cp.concatenate([ai, ar], axis=2)
-        emb = cp.zeros((s, k // 8, 2, 8, kd), dtype=cp.int8)
-        emb[..., : 2 * k] = cp.stack([rows_re.reshape(s, k // 8, 8, 2 * k),
-                                      rows_im.reshape(s, k // 8, 8, 2 * k)], axis=2)
-        # (s, mt, rowhalf, g, ks, khalf, t, byte) -> (s, mt, ks, g, t, khalf, rowhalf, byte)
-        emb = emb.reshape(s, k // 8, 2, 8, kd // 32, 2, 4, 4).transpose(0, 1, 4, 3, 6, 5, 2, 7)
-        frags = cp.ascontiguousarray(emb).view(cp.uint32).reshape(s, k // 8, kd // 32, 32, 4)
+        frags = _mma_gate.a_fragments(cp.transpose(sl[:k], (1, 0, 2)),
+                                      cp.transpose(sl[k:], (1, 0, 2)))
         prep._splits[key] = frags
     return frags
 
@@ -131,7 +104,7 @@ def statistics(psi, positions):
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
     sms = _sms()
-    per_block = mma_tile(d)[0] if d > MAX_SCALAR_QUBITS else _THREADS
+    per_block = _mma_gate.tile(d)[0] if d > MAX_SCALAR_QUBITS else _THREADS
     blocks = int(max(1, min(-(-groups // per_block), 8 * sms)))
     name = "int8_gate_mma_stats" if d > MAX_SCALAR_QUBITS else "int8_gate_stats"
     mod.get_function(name)((blocks,), (_THREADS,),
@@ -182,7 +155,7 @@ def apply(psi, prep, positions, num_splits: int | None, T: float):
 
 
 def _apply_mma(mod, psi, prep, positions, s, groups, flag):
-    nc = mma_tile(len(positions))[0]
+    nc = _mma_gate.tile(len(positions))[0]
     frags = mma_fragments(prep, s)
     exps = cp.ascontiguousarray(prep.exponents, dtype=cp.int32)
     kernel = mod.get_function("int8_gate_mma")
@@ -195,7 +168,6 @@ def _apply_mma(mod, psi, prep, positions, s, groups, flag):
 
 
 def _apply_scalar(mod, psi, prep, positions, s, bits, groups, flag):
-    d = len(positions)
     sl = prep.split(s, bits).slices.astype(cp.float32)  # (2m, s, k): Re rows, then Im rows
     m = sl.shape[0] // 2
     slices = cp.ascontiguousarray(cp.concatenate([sl[:m], sl[m:], sl[:m] + sl[m:]]))

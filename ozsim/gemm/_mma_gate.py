@@ -1,0 +1,62 @@
+"""Host side of the tensor-core one-pass gates (private; imports CuPy): the tile shape of
+``kernels/mma_gate.cuh`` and the A operand as ready-made ``mma.sync`` fragments.
+
+Imported by :mod:`ozsim.gemm.ozaki1.onepass` (``int8_gate_mma.cu``: A's slices) and
+:mod:`ozsim.gemm.ozaki2.onepass` (``crt_gate_mma.cu``: A's residues, one plane per modulus).
+
+References:
+    PTX ISA, "Matrix Fragments for mma.m16n8k32" (``.s8``) and ``ldmatrix``.
+"""
+
+from __future__ import annotations
+
+import cupy as cp
+
+__all__ = ["THREADS", "a_fragments", "a_fragment_bytes", "tile"]
+
+#: Threads per block of the tensor-core gate kernels (8 warps).
+THREADS = 256
+
+
+def tile(d: int) -> tuple[int, int, int]:
+    """``(NC, KD, W)`` of ``mma_gate.cuh`` for a ``d``-qubit gate: columns (amplitude groups)
+    per tile, the products' inner dimension ``max(2 * 2**d, 32)``, and shared-memory words per
+    column of one INT8 plane (``KD / 4 + 4``: 4 times an odd number, no bank conflicts)."""
+    k = 1 << d
+    kd = max(2 * k, 32)
+    mpt = k // 4 if k >= 16 else 4
+    return THREADS // (k // mpt), kd, kd // 4 + 4
+
+
+def a_fragment_bytes(d: int, planes: int) -> int:
+    """Bytes of :func:`a_fragments` for ``planes`` INT8 planes of a ``d``-qubit gate."""
+    return planes * ((1 << d) // 8) * (tile(d)[1] // 32) * 32 * 16
+
+
+def a_fragments(re, im):
+    """The real embeddings ``[[Ar, -Ai], [Ai, Ar]]`` of INT8 planes as m16n8k32 A fragments.
+
+    Args:
+        re, im: ``(planes, K, K)`` CuPy arrays of integers in ``[-128, 127]`` (slices or
+            residues), ``K = 2**d >= 8``. ``-Ai`` is taken in INT8: ``-(-128)`` wraps to
+            ``-128``, which only a residue mod 256 can hold, and is the same residue.
+
+    Returns:
+        ``(planes, K / 8, KD / 32, 32, 4)`` uint32 CuPy array: one ``uint4`` per lane. The
+        embedding is ``2K x KD`` INT8 (zero columns past ``2K``), its rows ordered so that m tile
+        ``mt``'s rows 0..7 are the real and rows 8..15 the imaginary rows of members
+        ``8 mt .. 8 mt + 7``; register ``r`` of lane ``(g, t)`` holds row ``g + 8 (r % 2)``,
+        columns ``4 t + 16 (r // 2) + 0..3``.
+    """
+    s, k = re.shape[0], re.shape[1]
+    _, kd, _ = tile(k.bit_length() - 1)
+    ar = re.astype(cp.int8)
+    ai = im.astype(cp.int8)
+    rows_re = cp.concatenate([ar, -ai], axis=2)  # (planes, K, 2K)
+    rows_im = cp.concatenate([ai, ar], axis=2)
+    emb = cp.zeros((s, k // 8, 2, 8, kd), dtype=cp.int8)
+    emb[..., : 2 * k] = cp.stack([rows_re.reshape(s, k // 8, 8, 2 * k),
+                                  rows_im.reshape(s, k // 8, 8, 2 * k)], axis=2)
+    # (s, mt, rowhalf, g, ks, khalf, t, byte) -> (s, mt, ks, g, t, khalf, rowhalf, byte)
+    emb = emb.reshape(s, k // 8, 2, 8, kd // 32, 2, 4, 4).transpose(0, 1, 4, 3, 6, 5, 2, 7)
+    return cp.ascontiguousarray(emb).view(cp.uint32).reshape(s, k // 8, kd // 32, 32, 4)
