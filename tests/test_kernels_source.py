@@ -49,6 +49,8 @@ OPTIONS = {
     "gemm/kernels/int8_gate_mma.cu": ["-std=c++17", "-DGATE_QUBITS=4", "-DSPLITS=8"],
     "gemm/kernels/crt_gate.cu": ["-std=c++17", *_CRT, "-DGATE_QUBITS=2", "-DNMOD=14",
                                  "-DNLIMB=3"],
+    "gemm/kernels/crt_gate_mma.cu": ["-std=c++17", *_CRT, "-DGATE_QUBITS=4", "-DNMOD=16",
+                                     "-DNLIMB=4"],
     "gemm/kernels/pauli_expectation.cu": ["-std=c++17"],
 }
 

@@ -93,16 +93,17 @@ _SCHEME2 = [("int8-crt2", 1), ("int8-crt3", 1), ("int8-crt8", 1), ("int8-crt14",
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend,T,d", [(b, T, d) for b, T in _SCHEME1 for d in range(1, 7)]
-                         + [(b, T, d) for b, T in _SCHEME2 for d in (1, 2)])
+                         + [(b, T, d) for b, T in _SCHEME2 for d in (1, 2, 3, 4)])
 def test_one_pass_emulated_gate_is_bitwise_the_cpu_product(backend, T, d):
-    """d = 1, 2: the CUDA-core kernels; d = 3..6 (scheme I): the tensor-core kernel, on a state
-    of fewer groups than one tile (n = 10) and of many tiles (n = 15, targets high and low)."""
+    """d = 1, 2: the CUDA-core kernels; d = 3..6 (scheme I), 3..4 (scheme II): the tensor-core
+    kernels, on a state of fewer groups than one tile (n = 10) and of many tiles (n = 15,
+    targets high and low)."""
     cp = cupy_or_skip()
     from ozsim.gemm import registry, zgemm
     from ozsim.testing import ozaki_matrix
 
     rng = np.random.default_rng(10 * d + len(backend))
-    n = 10 if d <= 2 or backend == "int8x18" else 15
+    n = 10 if d <= 2 or backend in ("int8x18", "int8-crt20") else 15
     cases = [(0.5, tuple(range(d))), (4.0, tuple(rng.choice(n, d, replace=False)))]
     if d >= 3:
         cases += [(2.0, tuple(range(n - 1, n - 1 - d, -1))), (1.0, tuple(range(d, 0, -1)))]
@@ -136,7 +137,8 @@ def test_one_pass_emulated_gate_raises_on_nan():
 
     for backend, qubits in [("int8x9", (1,)), ("int8-auto", (1,)), ("int8-crt14", (1,)),
                             ("int8-crt-auto", (1,)), ("int8x9", (0, 2, 4, 5)),
-                            ("int8-auto", (5, 1, 3))]:
+                            ("int8-auto", (5, 1, 3)), ("int8-crt14", (7, 0, 3, 2)),
+                            ("int8-crt-auto", (6, 5, 4))]:
         sv = StateVector(8, cp)
         sv._buf[5] = np.nan
         u = cp.eye(1 << len(qubits), dtype=cp.complex128)
@@ -211,3 +213,30 @@ def test_cost_model_takes_measured_one_pass_multiples_where_given():
     assert m.gate_time(20, 2) == pytest.approx(2 * floor)
     assert m.gate_time(20, 3) == pytest.approx(max(floor, 8 * 2**23 / 1e13))  # the rate model
     assert m.gate_time(20, 5) == pytest.approx(20 * floor)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+def test_int8_crt_auto_statistics_pass_is_the_cpu_loss_moments(d):
+    """The one-read loss moments of scheme II against ozaki2.analyse_rows of B.T (Ozaki's
+    inputs with zeros, a zero group and subnormal amplitudes)."""
+    cp = cupy_or_skip()
+    from ozsim.gemm.ozaki2 import onepass
+    from ozsim.gemm.ozaki2.scheme import analyse_rows
+    from ozsim.testing import ozaki_matrix
+
+    rng = np.random.default_rng(50 + d)
+    n = 14
+    psi = ozaki_matrix(rng, 1 << n, 1, 4.0)[:, 0]
+    psi[rng.random(1 << n) < 0.1] = 0
+    psi[: 1 << d] = 0
+    psi[7] = 3e-320 + 1e-310j
+    for qubits in [tuple(range(d)), tuple(int(q) for q in rng.choice(n, d, replace=False))]:
+        axes = [n - 1 - q for q in reversed(qubits)]
+        rest = [a for a in range(n) if a not in axes]
+        bt = np.ascontiguousarray(np.transpose(psi.reshape((2,) * n), axes + rest)
+                                  .reshape(1 << d, -1).T)
+        want = analyse_rows(bt)[1]
+        got = onepass.loss_moments(cp.asarray(psi), qubits)
+        assert want[0] > 0
+        np.testing.assert_array_equal(got, want)

@@ -120,8 +120,9 @@ class Scheme:
 # ~60 TFLOP/s at d = 12. One-pass kernels (H100, N = 30, benchmarks/gate_bench.py): native FP64
 # at the floor up to d = 4 and ~1e13 flop/s of ZGEMM-equivalent work at d = 5; scheme I
 # (int8-auto at T = 1, s = 8, statistics pass included) 3.1 and 4.8 times one pass at d = 1, 2
-# (the CUDA-core kernel), 2.8 to 4.5 at d = 3..6 (the tensor-core one); scheme II (d <= 2)
-# ~4e11 flop/s (compute-bound on the CUDA cores).
+# (the CUDA-core kernel), 2.8 to 4.5 at d = 3..6 (the tensor-core one); scheme II
+# (int8-crt-auto at T = 0) 15.6 and 7.2 at d = 1, 2 (CUDA cores), 6.2 and 6.1 at d = 3, 4
+# (tensor cores; N = 28).
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native",
@@ -169,14 +170,14 @@ SCHEMES: tuple[Scheme, ...] = (
         ),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
-               "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=2,
-                                one_pass_rate=4.0e11)},
+               "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=4,
+                                one_pass_passes=(15.6, 7.2, 6.2, 6.1))},
         accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
                  "T = 0 no worse than FP64 on Ozaki's inputs",
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",
         run=ozaki2_backend.run,
         prepare=ozaki2_backend.prepare,
-        one_pass_qubits={"gpu": 2},
+        one_pass_qubits={"gpu": 4},
         apply_one_pass=ozaki2_backend.apply_one_pass,
     ),
 )

@@ -45,24 +45,11 @@
 #ifndef ROUND
 #define ROUND 1
 #endif
-#define NPIECE 6
-#define PBITS 13
-#define RMAGIC32 12582912.0f  // 1.5 * 2**23
-// 2**(13 i) and 2**(-13 i), i < NPIECE: the pieces' weights (exact powers of two)
-__device__ constexpr double kScale[NPIECE] = {0x1p0, 0x1p13, 0x1p26, 0x1p39, 0x1p52, 0x1p65};
-__device__ constexpr double kInvScale[NPIECE] = {0x1p0, 0x1p-13, 0x1p-26, 0x1p-39, 0x1p-52, 0x1p-65};
+#define CRT_GATE_A_RESIDUES  // a_res: [modulus][Ar, Ai][row][k], weighted residues
+#include "crt_gate.cuh"
 
-__constant__ float a_res[NMOD * 2 * K * K];  // [modulus][Ar, Ai][row][k], weighted residues
-__constant__ float mod_p[NMOD], mod_ip[NMOD], mod_w[NMOD * NPIECE];
-__constant__ double crt_invp[NMOD], crt_m[NMOD * NLIMB], crt_big_p[NLIMB];
 __constant__ int a_f[K];
 #include "gate_groups.cuh"
-
-__device__ __forceinline__ float rem32(float x, float p, float ip)
-{
-    const float q = fmaf(x, ip, RMAGIC32) - RMAGIC32;  // rint(x ip), |x ip| < 2**16
-    return fmaf(-q, p, x);  // exact: integers below 2**24
-}
 
 // The group's amplitudes, its ozIMMU exponent e and norm exponent f (ozaki2.norm_exponents);
 // false on NaN/Inf.
@@ -104,15 +91,7 @@ crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, in
     for (int c = 0; c < K; ++c) {
 #pragma unroll
         for (int part = 0; part < 2; ++part) {
-            const double y = ldexp(part ? x[c].y : x[c].x, gb - f);  // exact
-            double v = ROUND ? rint(y) : trunc(y);  // the one rounding of the scheme
-#pragma unroll
-            for (int i = NPIECE - 1; i > 0; --i) {
-                const double hi = trunc(v * kInvScale[i]);  // exact, |hi| < 2**13
-                h[part][c][i] = (float)hi;
-                v -= hi * kScale[i];  // exact: the bits below 2**(13 i)
-            }
-            h[part][c][0] = (float)v;
+            scalar_pieces(ldexp(part ? x[c].y : x[c].x, gb - f), h[part][c]);  // (ldexp exact)
         }
     }
     double q[K][2], dl[K][2][NLIMB];
@@ -162,27 +141,11 @@ crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, in
             }
         }
     }
-    const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
 #pragma unroll
     for (int r = 0; r < K; ++r) {
         double res[2];
 #pragma unroll
-        for (int part = 0; part < 2; ++part) {
-            double* dd = dl[r][part];
-            const double qq = rint(q[r][part]);
-#pragma unroll
-            for (int c = 0; c < NLIMB; ++c) dd[c] -= qq * crt_big_p[c];  // exact
-#pragma unroll
-            for (int c = 0; c + 1 < NLIMB; ++c) {  // balanced digits, exact
-                const double carry = rint(dd[c] * iradix);
-                dd[c] -= carry * radix;
-                dd[c + 1] += carry;
-            }
-            double v = dd[0];
-#pragma unroll
-            for (int c = 1; c < NLIMB; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact product
-            res[part] = v;
-        }
+        for (int part = 0; part < 2; ++part) res[part] = crt_finish(q[r][part], dl[r][part]);
         const int sh = a_f[r] + f - gsum;
         psi[base + member_offset(r, pos)] = make_double2(ldexp(res[0], sh), ldexp(res[1], sh));
     }
