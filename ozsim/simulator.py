@@ -6,6 +6,7 @@ import cmath
 import math
 import numbers
 import os
+import re
 import sys
 import time
 import warnings
@@ -20,13 +21,14 @@ from . import config
 from .circuit import Circuit, Operation
 from .errors import (
     DeviceUnavailableError,
+    InsufficientMemoryError,
     NonFiniteError,
     RunInterrupted,
     UnsupportedOperationError,
 )
 from .gemm import parse_backend
 from .gemm import bounds
-from .statevector import StateVector, gemm_prepare
+from .statevector import StateVector, available_memory_bytes, gemm_prepare
 
 __all__ = ["Result", "RunMetadata", "Simulator", "get_array_module", "gpu_available",
            "needs_trajectories"]
@@ -424,7 +426,10 @@ class Simulator:
         Raises:
             QasmError: a file that cannot be parsed (file and line in the message).
             UnsupportedOperationError: an operation the engine cannot run (named).
-            InsufficientMemoryError: the state does not fit (raised before allocating).
+            InsufficientMemoryError: the state does not fit (raised before allocating), or the
+                GPU ran out of memory during the run (the failed allocation's bytes and the bytes
+                in use in the message; the memory pool's cached blocks are freed, so the
+                simulator and the caller's arrays stay usable).
             DeviceUnavailableError: ``device="gpu"`` without a usable GPU.
             NonFiniteError: the final amplitudes hold NaN or Inf.
             TypeError: ``shots`` is not an integer or None.
@@ -452,8 +457,11 @@ class Simulator:
         run = _Run(self, xp, circ.num_qubits, progress, sum(op.kind == "unitary" for op in ops))
         rng = np.random.default_rng(self.seed)
         largest = max((op.num_qubits for op in ops if op.kind == "unitary"), default=0)
-        sv = StateVector(circ.num_qubits, xp, self.workspace_bytes,
-                         in_place=(self.backend, largest))
+        try:
+            sv = StateVector(circ.num_qubits, xp, self.workspace_bytes,
+                             in_place=(self.backend, largest))
+        except MemoryError as exc:
+            raise _out_of_memory(exc, xp) from exc
         phase = cmath.exp(1j * circ.global_phase) if circ.global_phase else None
         amps, counts, stopped = None, None, None
         try:
@@ -473,6 +481,9 @@ class Simulator:
             if mode == "statevector" or isinstance(exc, RunInterrupted):
                 raise RunInterrupted("stopped before the final state was complete") from exc
             stopped, counts, amps = exc, Counter(run.counts), None
+        except MemoryError as exc:
+            del sv, amps  # (the state's memory goes back before the error reaches the caller)
+            raise _out_of_memory(exc, xp) from exc
         if xp is not np:  # pragma: no cover - GPU
             xp.cuda.Device().synchronize()
         wall = time.perf_counter() - t0
@@ -505,6 +516,32 @@ class Simulator:
             raise RunInterrupted(f"stopped after {done} of {1024 if shots is None else shots} "
                                  "shots", result) from stopped
         return result
+
+
+def _out_of_memory(exc: MemoryError, xp) -> MemoryError:
+    """A CuPy out-of-memory error as :class:`InsufficientMemoryError` naming the bytes (after
+    freeing the memory pool's cached blocks); any other MemoryError unchanged."""
+    if isinstance(exc, InsufficientMemoryError) or xp is np:
+        return exc
+    size = getattr(exc, "_size", None)
+    total = getattr(exc, "_total", None)
+    limit = getattr(exc, "_limit", 0) or 0
+    if size is None:  # (another CuPy layout: the numbers from the message)
+        m = re.search(r"allocating ([\d,]+) bytes.*?so far: ([\d,]+)", str(exc))
+        size, total = (int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))) \
+            if m else (0, 0)
+    pool = xp.get_default_memory_pool()
+    pool.free_all_blocks()
+    avail = available_memory_bytes(xp)
+    cap = f", the memory pool's limit {limit} bytes" if limit else ""
+    return InsufficientMemoryError(
+        f"the GPU ran out of memory during the run: allocating {size} bytes failed with "
+        f"{total} bytes in use{cap} ({(size + total) / 2**30:.2f} GiB needed, "
+        f"{avail / 2**30:.2f} GiB free now); free GPU memory, pass a smaller workspace_bytes "
+        "or run fewer qubits",
+        size + total,
+        avail,
+    )
 
 
 def needs_trajectories(circuit) -> bool:

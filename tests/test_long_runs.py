@@ -361,3 +361,66 @@ def test_sample_counts_shots_are_checked():
         res.sample_counts(0)
     with pytest.raises(TypeError, match=r"shots must be an integer >= 0 or None, got float"):
         res.sample_counts(2.5)
+
+
+class _FakeOutOfMemory(MemoryError):
+    """CuPy's OutOfMemoryError as its pool raises it (size, bytes in use, limit)."""
+
+    def __init__(self, size, total, limit=0):
+        super().__init__(f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} "
+                         "bytes).")
+        self._size, self._total, self._limit = size, total, limit
+
+
+def test_gpu_out_of_memory_becomes_insufficient_memory_naming_the_bytes():
+    from types import SimpleNamespace
+
+    from ozsim import InsufficientMemoryError
+    from ozsim.simulator import _out_of_memory
+
+    freed = []
+    pool = SimpleNamespace(free_all_blocks=lambda: freed.append(True), free_bytes=lambda: 0)
+    fake_cupy = SimpleNamespace(
+        get_default_memory_pool=lambda: pool,
+        cuda=SimpleNamespace(Device=lambda: SimpleNamespace(mem_info=(3 << 30, 80 << 30))))
+    for exc in (_FakeOutOfMemory(1 << 30, 5 << 30, 6 << 30),
+                MemoryError("Out of memory allocating 1,073,741,824 bytes (allocated so far: "
+                            "5,368,709,120 bytes).")):
+        err = _out_of_memory(exc, fake_cupy)
+        assert isinstance(err, InsufficientMemoryError)
+        assert err.needed_bytes == 6 << 30 and err.available_bytes == 3 << 30
+        assert "allocating 1073741824 bytes failed with 5368709120 bytes in use" in str(err)
+        assert "6.00 GiB needed, 3.00 GiB free" in str(err)
+    assert "limit 6442450944 bytes" in str(_out_of_memory(_FakeOutOfMemory(1, 2, 6 << 30),
+                                                          fake_cupy))
+    assert len(freed) == 3
+    plain = MemoryError("host")
+    assert _out_of_memory(plain, np) is plain  # the CPU's own MemoryError is not rewritten
+
+
+@pytest.mark.gpu
+def test_gpu_runs_out_of_memory_mid_run_cleanly_and_the_simulator_goes_on():
+    """CuPy's memory-pool limit lets the state's two buffers fit but not the GEMM path's
+    workspace of an 8-qubit gate: a clean InsufficientMemoryError, then the same Simulator runs
+    the circuit once the limit is lifted."""
+    from conftest import cupy_or_skip
+
+    from ozsim import InsufficientMemoryError, Simulator, gates
+
+    cp = cupy_or_skip()
+    circuit = gates.brickwork(20, depth=2, gate_qubits=8, seed=1)
+    sim = Simulator(backend="int8-auto", device="gpu", max_fused_qubits=0)
+    keep = cp.arange(1000)  # a caller's array that must stay usable
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    pool.set_limit(size=pool.used_bytes() + 40 * 2**20)  # two 16 MiB buffers and a little
+    try:
+        with pytest.raises(InsufficientMemoryError, match="bytes failed") as info:
+            sim.run(circuit)
+        assert info.value.needed_bytes > 40 * 2**20
+    finally:
+        pool.set_limit(size=0)
+    assert int(keep.sum()) == 499500
+    result = sim.run(circuit)
+    assert np.isfinite(result.statevector).all()
+    assert abs(np.linalg.norm(result.statevector) - 1) < 1e-12
