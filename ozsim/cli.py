@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
         "circuits, 1024 for those",
     )
     run.add_argument("--seed", type=_int_at_least(0), default=None, help="seed for sampling")
+    run.add_argument("--memory", action="store_true",
+                     help="keep per-shot records (needs shots): the first --top printed, all of "
+                     "them in a .json --output as \"memory\"")
     run.add_argument("--top", type=_int_at_least(0), default=8,
                      help="how many largest probabilities and counts to print (default: 8)")
     run.add_argument(
@@ -280,10 +283,11 @@ def _simulate(args, sim, circuit):
         with Progress(transient=True) as bar:
             task = bar.add_task(f"{circuit.name}", total=circuit.num_gates)
             result = sim.run(
-                circuit, shots, progress=lambda done, total: bar.update(task, completed=done)
+                circuit, shots, progress=lambda done, total: bar.update(task, completed=done),
+                memory=args.memory,
             )
     else:
-        result = sim.run(circuit, shots)
+        result = sim.run(circuit, shots, memory=args.memory)
     return result
 
 
@@ -350,6 +354,9 @@ def _summary(circuit, result, counts, top: int) -> str:
         lines.append(f"counts ({shots} shots, {len(counts)} outcomes):")
         for key, c in sorted(counts.items(), key=lambda kv: -kv[1])[:top]:
             lines.append(f"  {key}  {c}")
+    if result.memory is not None and top:
+        lines.append(f"memory (first {min(top, len(result.memory))} of {len(result.memory)} "
+                     f"shots): {' '.join(result.memory[:top])}")
     return "\n".join(lines)
 
 
@@ -374,6 +381,8 @@ def _write_output(path: Path, circuit, result, counts) -> None:
         "measurements": {str(q): c for q, c in result.metadata["measurements"].items()},
         "counts": counts,
     }
+    if result.memory is not None:
+        doc["memory"] = result.memory
     if result.metadata["mode"] == "statevector":
         probs = result.probabilities()
         nz = np.flatnonzero(probs > 1e-12)

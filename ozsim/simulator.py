@@ -132,6 +132,8 @@ class Result:
         amplitudes: the final state, ``(2**N,)`` complex128 NumPy or CuPy (left on the device
             until read), or ``None`` for a trajectory run.
         seed: the seed :meth:`sample_counts` draws with by default.
+        memory: per-shot records (``run(..., memory=True)``): ``shots`` keys of :attr:`counts`,
+            one per shot in the order drawn, else ``None``.
     """
 
     num_qubits: int
@@ -139,6 +141,7 @@ class Result:
     metadata: RunMetadata
     cregs: list[tuple[str, int]]
     counts: dict[str, int] | None = None
+    memory: list[str] | None = None
     amplitudes: InitVar[object] = None
     seed: InitVar[int | None] = None
     _amplitudes: object = field(init=False, repr=False, default=None)
@@ -389,6 +392,7 @@ class Simulator:
         circuit,
         shots: int | None = None,
         progress: Callable[[int, int], None] | None = None,
+        memory: bool = False,
     ) -> Result:
         """Simulate ``circuit`` from ``|0...0>``.
 
@@ -407,6 +411,12 @@ class Simulator:
         state only (a trajectory circuit has no single final state, so it raises ValueError:
         it needs ``shots >= 1``); ``n >= 1`` samples n shots.
 
+        ``memory=True`` also keeps per-shot records (:attr:`Result.memory`, as Qiskit Aer's
+        ``memory=True``): the sampled counts expanded to one key per shot in a uniformly random
+        order (the distribution of independent shots), drawn from the run's seed. They cost about
+        ``60 + width`` bytes a shot, checked against free host memory before the run starts;
+        counts alone never grow with the shot count.
+
         A ``KeyboardInterrupt`` (Ctrl-C) during the simulation becomes
         :class:`~ozsim.errors.RunInterrupted`: for a trajectory run its ``partial`` is a Result
         with the counts of the shots completed so far (``metadata["partial"]`` True,
@@ -419,6 +429,7 @@ class Simulator:
                 OpenQASM 2 or 3 file.
             shots: samples of the classical bits, an integer >= 0 or ``None`` (see above).
             progress: called as ``progress(done, total)`` after each gate (plain circuits).
+            memory: keep per-shot records (needs shots >= 1; see above).
 
         Returns:
             :class:`Result`.
@@ -433,7 +444,8 @@ class Simulator:
             DeviceUnavailableError: ``device="gpu"`` without a usable GPU.
             NonFiniteError: the final amplitudes hold NaN or Inf.
             TypeError: ``shots`` is not an integer or None.
-            ValueError: ``shots < 0``, or ``shots=0`` for a circuit that needs trajectories.
+            ValueError: ``shots < 0``, ``shots=0`` for a circuit that needs trajectories, or
+                ``memory=True`` without shots to record.
             RunInterrupted: a ``KeyboardInterrupt`` during the simulation (see above).
         """
         from .calibration import cost_model
@@ -447,6 +459,10 @@ class Simulator:
                 "measurements, resets or conditioned gates: it runs as trajectories and needs "
                 "shots >= 1"
             )
+        if not isinstance(memory, bool):
+            raise TypeError(f"memory must be True or False, got {memory!r}")
+        if memory:
+            _check_memory_records(circ, shots)
         xp, device = get_array_module(self.device)
         t0 = time.perf_counter()
         model, calibrated = cost_model(device, self.backend)
@@ -509,6 +525,9 @@ class Simulator:
                         amplitudes=amps, seed=self.seed)
         if counts is not None:
             result.counts = result._format(counts)
+            if memory and stopped is None:
+                keys, rows = expand_counts(result.counts, rng)
+                result.memory = [keys[r] for r in rows]
         if stopped is not None:
             done = sum(counts.values())
             result.metadata["partial"] = True
@@ -516,6 +535,34 @@ class Simulator:
             raise RunInterrupted(f"stopped after {done} of {1024 if shots is None else shots} "
                                  "shots", result) from stopped
         return result
+
+
+def expand_counts(counts, rng) -> tuple[list[str], np.ndarray]:
+    """Per-shot records from counts: ``(keys, rows)`` with ``keys[rows[s]]`` the outcome of shot
+    s, the shots in a random order (a uniformly shuffled multinomial draw has the distribution
+    of independent shots). ``counts``: ``{key: count}``; ``rng``: a NumPy Generator."""
+    keys = list(counts)
+    rows = np.repeat(np.arange(len(keys)), [int(counts[k]) for k in keys])
+    rng.shuffle(rows)
+    return keys, rows
+
+
+def _check_memory_records(circ, shots: int | None) -> None:
+    """``memory=True``'s checks, before any work: there are shots to record, and their records
+    (a Python string and a list slot each, ~60 bytes plus the key's width) fit in free host
+    memory."""
+    trajectories = needs_trajectories(circ)
+    if shots is None and not trajectories or shots == 0:
+        raise ValueError("memory=True records each shot: pass shots >= 1")
+    n = 1024 if shots is None else shots
+    width = sum(size for _, size in circ.cregs) + max(len(circ.cregs) - 1, 0) or circ.num_qubits
+    needed = n * (57 + width)
+    avail = available_memory_bytes(np)
+    if needed > avail:
+        raise InsufficientMemoryError(
+            f"memory=True keeps {n} per-shot records: about {needed / 2**30:.2f} GiB, but only "
+            f"{avail / 2**30:.2f} GiB of host memory is free (counts alone need no memory per "
+            "shot)", needed, avail)
 
 
 def _out_of_memory(exc: MemoryError, xp) -> MemoryError:

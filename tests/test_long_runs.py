@@ -230,7 +230,7 @@ def test_interrupted_final_state_run_has_no_partial_result():
 
 
 def test_cli_stopped_final_state_run_writes_nothing(tmp_path, monkeypatch, capsys):
-    def stop(self, circuit, shots=None, progress=None):
+    def stop(self, circuit, shots=None, progress=None, memory=False):
         raise RunInterrupted("stopped before the final state was complete")
 
     monkeypatch.setattr(Simulator, "run", stop)
@@ -424,3 +424,54 @@ def test_gpu_runs_out_of_memory_mid_run_cleanly_and_the_simulator_goes_on():
     result = sim.run(circuit)
     assert np.isfinite(result.statevector).all()
     assert abs(np.linalg.norm(result.statevector) - 1) < 1e-12
+
+
+# -- per-shot records (memory=True, --memory) ------------------------------------------------------
+def test_memory_records_one_key_per_shot_reproducibly():
+    from collections import Counter
+
+    ghz = loads_qasm(HEADER + "qreg q[3];\ncreg c[3];\nh q[0];\ncx q[0], q[1];\ncx q[1], q[2];\n"
+                     "measure q -> c;\n")
+    runs = [Simulator(backend="zgemm", device="cpu", seed=5).run(ghz, shots=2000, memory=True)
+            for _ in range(2)]
+    res = runs[0]
+    assert len(res.memory) == 2000 and Counter(res.memory) == Counter(res.counts)
+    assert set(res.memory) == {"000", "111"} and runs[1].memory == res.memory
+    first = res.memory[:1000]
+    assert 400 < first.count("111") < 600  # shuffled: not all of one outcome first
+    assert Simulator(device="cpu", seed=5).run(ghz, shots=10).memory is None  # only when asked
+    traj = Simulator(backend="zgemm", device="cpu", seed=6).run(loads_qasm(RESET), shots=300,
+                                                                 memory=True)
+    assert len(traj.memory) == 300 and Counter(traj.memory) == Counter(traj.counts)
+
+
+def test_memory_needs_shots_and_a_bool():
+    with pytest.raises(ValueError, match="pass shots >= 1"):
+        Simulator(device="cpu").run(GHZ, memory=True)
+    with pytest.raises(ValueError, match="pass shots >= 1"):
+        Simulator(device="cpu").run(GHZ, shots=0, memory=True)
+    with pytest.raises(TypeError, match="memory must be True or False"):
+        Simulator(device="cpu").run(GHZ, shots=5, memory="yes")
+
+
+def test_memory_records_that_do_not_fit_fail_before_the_run(monkeypatch):
+    from ozsim import InsufficientMemoryError
+
+    monkeypatch.setattr(simulator_module, "available_memory_bytes", lambda xp: 10**6)
+    monkeypatch.setattr(simulator_module, "StateVector",
+                        lambda *a, **k: pytest.fail("the state was allocated"))
+    with pytest.raises(InsufficientMemoryError, match=r"keeps 100000 per-shot records") as info:
+        Simulator(device="cpu").run(GHZ, shots=100_000, memory=True)
+    assert info.value.needed_bytes == 100_000 * (57 + 20)
+
+
+def test_cli_memory_prints_and_writes_the_records(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", str(GHZ), "--device", "cpu", "--shots", "50", "--seed", "2",
+                 "--memory", "--top", "3", "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"memory \(first 3 of 50 shots\): [01]{20} [01]{20} [01]{20}\n", text)
+    doc = json.loads(out.read_text())
+    assert len(doc["memory"]) == 50 and set(doc["memory"]) <= set(doc["counts"])
+    assert main(["run", str(GHZ), "--device", "cpu", "--memory"]) == 2  # no shots to record
+    assert "pass shots >= 1" in capsys.readouterr().err

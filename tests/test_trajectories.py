@@ -135,7 +135,7 @@ def test_result_constructor_and_metadata_keys_are_documented():
     from ozsim.simulator import Result, RunMetadata
 
     init = [f.name for f in dataclasses.fields(Result) if f.init]
-    assert init == ["num_qubits", "circuit_name", "metadata", "cregs", "counts"]
+    assert init == ["num_qubits", "circuit_name", "metadata", "cregs", "counts", "memory"]
     with pytest.raises(TypeError, match="_amplitudes"):
         Result(1, "c", {}, [], _amplitudes=np.zeros(2))  # private fields stay private
     r = Result(1, "c", {"measurements": {}, "mode": "statevector"}, [],

@@ -20,6 +20,7 @@ import numpy as np
 from ..circuit import Circuit, Operation
 from ..errors import NonFiniteError, UnsupportedOperationError
 from ..gates import standard
+from ..simulator import expand_counts  # noqa: F401  (re-exported for the Qiskit adapters)
 from .qiskit import MAX_COMPOSITE_QUBITS, _Converter, _cregs, _import_qiskit, _names
 
 __all__ = ["ParametricCircuit"]
@@ -161,16 +162,6 @@ class ParametricCircuit:
         phase = t.global_phase + sum(_value(e, vals) for e in self._phases)
         return Circuit(t.num_qubits, t.num_clbits, name=t.name, global_phase=phase,
                        cregs=list(t.cregs), operations=ops)
-
-
-def expand_counts(counts: Mapping[str, int], rng) -> tuple[list[str], np.ndarray]:
-    """Per-shot records from counts: ``(keys, rows)`` with ``keys[rows[s]]`` the outcome of shot
-    s, the shots in a random order (a uniformly shuffled multinomial draw has the distribution
-    of independent shots)."""
-    keys = list(counts)
-    rows = np.repeat(np.arange(len(keys)), [int(counts[k]) for k in keys])
-    rng.shuffle(rows)
-    return keys, rows
 
 
 def clbit_matrix(keys: Sequence[str], num_clbits: int) -> np.ndarray:
