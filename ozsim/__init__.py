@@ -6,7 +6,7 @@ Qiskit; they load on first use.
 """
 
 from .circuit import Circuit, Operation
-from .simulator import Result, Simulator
+from .simulator import GateCache, Result, Simulator
 from .errors import (
     DeviceUnavailableError,
     GPUModuleError,
@@ -22,6 +22,7 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "GateCache",
     "Simulator",
     "Result",
     "Circuit",

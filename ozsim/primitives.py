@@ -38,7 +38,7 @@ from .interop.parametric import (
     measured_nothing,
     merge_metadata,
 )
-from .simulator import Simulator
+from .simulator import GateCache, Simulator
 
 __all__ = ["SamplerV2", "EstimatorV2"]
 
@@ -52,6 +52,7 @@ class _Base:
         self._options = {"backend": backend, "T": T, "device": device,
                          "max_fused_qubits": max_fused_qubits}
         self._seed = seed
+        self._gate_cache = GateCache()  # parameter-free blocks prepared once for every run
 
     @property
     def options(self) -> dict:
@@ -59,7 +60,7 @@ class _Base:
         return {**self._options, "seed": self._seed}
 
     def _simulator(self, seed: int | None) -> Simulator:
-        return Simulator(seed=seed, **self._options)
+        return Simulator(seed=seed, gate_cache=self._gate_cache, **self._options)
 
     @staticmethod
     def _values(pub) -> np.ndarray:

@@ -38,7 +38,7 @@ from .interop.parametric import (
     measured_nothing,
 )
 from .interop.qiskit import _names
-from .simulator import Simulator
+from .simulator import GateCache, Simulator
 
 __all__ = ["OzsimBackend", "OzsimJob"]
 
@@ -121,10 +121,10 @@ class OzsimBackend(BackendV2):
     def max_circuits(self):
         return None
 
-    @staticmethod
-    def _simulator(opts: dict, seed) -> Simulator:
+    def _simulator(self, opts: dict, seed) -> Simulator:
+        cache = self.__dict__.setdefault("_gate_cache", GateCache())  # shared by all runs
         return Simulator(backend=opts["backend"], T=opts["T"], device=opts["device"], seed=seed,
-                         max_fused_qubits=opts["max_fused_qubits"])
+                         max_fused_qubits=opts["max_fused_qubits"], gate_cache=cache)
 
     def run(self, run_input, **options) -> OzsimJob:
         """Simulate one circuit or a list of them; returns a finished :class:`OzsimJob`.

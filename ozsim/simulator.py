@@ -10,7 +10,7 @@ import re
 import sys
 import time
 import warnings
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field, replace
 from typing import TypedDict
@@ -97,6 +97,8 @@ class RunMetadata(TypedDict, total=False):
             measurements, resets or conditioned gates.
         branches: trajectories only: distinct measurement histories simulated.
         partial, shots_completed: a stopped trajectory run: ``True`` and the shots done.
+        gates_reused: gates whose preparation (analysis, splits or residues, device copy) came
+            from the :class:`GateCache` of earlier runs or earlier in this run.
     """
 
     backend: str
@@ -116,6 +118,60 @@ class RunMetadata(TypedDict, total=False):
     branches: int
     partial: bool
     shots_completed: int
+    gates_reused: int
+
+
+class GateCache:
+    """Prepared gates reused across runs: a fused block's matrix once analysed, split (scheme I)
+    or reduced mod its moduli (scheme II) and copied to the device serves every later
+    application of the same matrix to the same targets with the same backend.
+
+    A parameter sweep runs a circuit once per parameter set; its blocks of parameter-free gates
+    are the same matrices in every run, so their preparation is done once (the blocks that hold a
+    parameter are new matrices each run and are prepared each run). A :class:`Simulator` keeps
+    one for all its runs; the primitives and :class:`ozsim.qiskit.OzsimBackend` share one
+    across the runs of a sweep. Results are bitwise the same with or without it (a prepared gate
+    depends only on the matrix's bits and the backend).
+
+    Args:
+        max_bytes: bound on the bytes of the matrices held (least recently used first out; each
+            one's splits or residues add up to about twice as much again). Default 64 MiB.
+
+    Attributes:
+        hits, misses: lookups served from the cache, and preparations made.
+    """
+
+    def __init__(self, max_bytes: int = 64 << 20):
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Integral) \
+                or max_bytes < 0:
+            raise ValueError(f"max_bytes must be an integer >= 0, got {max_bytes!r}")
+        self.max_bytes = int(max_bytes)
+        self._items: OrderedDict = OrderedDict()
+        self._bytes = 0
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, backend: str, device: str, matrix: np.ndarray, prepare: Callable):
+        """The prepared gate for ``matrix`` (host ``(2**d, 2**d)`` complex128; a prepared gate
+        does not depend on its targets): from the cache, or ``prepare()`` (then kept while the
+        byte bound allows)."""
+        key = (backend, device, matrix.shape, matrix.tobytes())
+        gate = self._items.get(key)
+        if gate is not None:
+            self._items.move_to_end(key)
+            self.hits += 1
+            return gate
+        self.misses += 1
+        gate = prepare()
+        if matrix.nbytes <= self.max_bytes:
+            self._items[key] = gate
+            self._bytes += matrix.nbytes
+            while self._bytes > self.max_bytes:
+                old, _ = self._items.popitem(last=False)
+                self._bytes -= len(old[3])
+        return gate
 
 
 @dataclass
@@ -340,6 +396,8 @@ class Simulator:
             norm-wise relative error (``Result.metadata["error_bound"]``, the sum of every
             GEMM's bound, :mod:`ozsim.gemm.bounds`) exceeds it, the run warns once (a
             ``RuntimeWarning``). A positive number; default ``1e-8``.
+        gate_cache: the :class:`GateCache` of prepared gates its runs share (default: a new one
+            per Simulator; pass one to share it between Simulators, as a sweep does).
 
     Example:
         >>> from ozsim import Simulator
@@ -354,6 +412,7 @@ class Simulator:
     max_fused_qubits: int | None = None
     workspace_bytes: int | None = None
     max_error_bound: float = 1e-8
+    gate_cache: GateCache = field(default_factory=GateCache, repr=False, compare=False)
 
     def __post_init__(self):
         """Check every argument; TypeError or ValueError naming it and what is allowed."""
@@ -386,6 +445,8 @@ class Simulator:
                             f"{eb!r}")
         if not eb > 0:
             raise ValueError(f"max_error_bound must be a positive number, got {eb!r}")
+        if not isinstance(self.gate_cache, GateCache):
+            raise TypeError(f"gate_cache must be a GateCache, got {type(self.gate_cache).__name__}")
 
     def run(
         self,
@@ -518,6 +579,7 @@ class Simulator:
             "peak_memory_bytes": sv.peak_bytes + run.extra_bytes,
             "measurements": meas,
             "mode": mode,
+            "gates_reused": run.gates_reused,
         }
         if mode == "trajectories":
             metadata["branches"] = run.branches
@@ -615,6 +677,7 @@ class _Run:
         self.error_bound = 0.0
         self.warned_bound = False
         self.gates_applied = 0
+        self.gates_reused = 0
         self.extra_bytes = 0
         self.branches = 0
         self.counts: Counter = Counter()
@@ -625,7 +688,11 @@ class _Run:
         if phase is not None and op.condition is None:
             matrix, phase = matrix * phase, None
         matrix, qubits = sv.aligned(matrix, op.qubits)
-        gate = gemm_prepare(self.xp.asarray(matrix), self.sim.backend)
+        cache = self.sim.gate_cache
+        hits = cache.hits
+        gate = cache.get(self.sim.backend, sv.device, np.asarray(matrix),
+                         lambda: gemm_prepare(self.xp.asarray(matrix), self.sim.backend))
+        self.gates_reused += cache.hits - hits
         info = sv.apply(gate, qubits, self.sim.backend, self.sim.T)
         info = replace(info, error_bound=bounds.of(info, matrix))  # from the host copy
         if info.num_moduli is not None:
