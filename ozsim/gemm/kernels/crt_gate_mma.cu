@@ -91,8 +91,7 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
     const int wm = warp % WGM, wn = warp / WGM;  // the warp's place in the output tile
     const int g = lane >> 2, tq = lane & 3;      // mma fragment coordinates
     const int a_lane = wm * WMT * KS * 32 + lane;
-    const unsigned b_lane = (unsigned)__cvta_generic_to_shared(b_res) +
-        (unsigned)((((wn * WNT + (lane >> 4)) * 8 + (lane & 7)) * W) * 4 + ((lane >> 3) & 1) * 16);
+    const unsigned b_lane = ldmatrix_lane(b_res, wn, lane);
     const long long tiles = (groups + NC - 1) / NC;
     __syncthreads();
     for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {

@@ -95,10 +95,7 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
     const int wm = warp % WGM, wn = warp / WGM;  // the warp's place in the output tile
     const int g = lane >> 2, tq = lane & 3;      // mma fragment coordinates
     const int a_lane = wm * WMT * KS * 32 + lane;  // the lane's A fragment (uint4) of slice 1
-    // the lane's row address of ldmatrix.x4 in B's slice 1: matrix lane / 8 is n tile lane / 16,
-    // k half (lane / 8) % 2 of the fragment; row lane % 8 (a column of B)
-    const unsigned b_lane = (unsigned)__cvta_generic_to_shared(b_slices) +
-        (unsigned)((((wn * WNT + (lane >> 4)) * 8 + (lane & 7)) * W) * 4 + ((lane >> 3) & 1) * 16);
+    const unsigned b_lane = ldmatrix_lane(b_slices, wn, lane);  // in B's slice 1
     const long long tiles = (groups + NC - 1) / NC;
     __syncthreads();
     double2 x[MPT];

@@ -92,6 +92,15 @@ __device__ __forceinline__ void column_scale(const double2 (&x)[MPT], int& e, bo
     frexp(mx, &e);
 }
 
+// The lane's row address of ldmatrix.x4 in plane 0 of B (shared memory at b) for warp column wn:
+// matrix lane / 8 is n tile lane / 16 of the warp's, k half (lane / 8) % 2 of the fragment; row
+// lane % 8 (a column of B)
+__device__ __forceinline__ unsigned ldmatrix_lane(const unsigned* b, int wn, int lane)
+{
+    return (unsigned)__cvta_generic_to_shared(b) +
+        (unsigned)((((wn * WNT + (lane >> 4)) * 8 + (lane & 7)) * W) * 4 + ((lane >> 3) & 1) * 16);
+}
+
 // member offsets (member_offset) for every member, once per block
 __device__ __forceinline__ void member_table(long long* moff, const int (&pos)[6])
 {
