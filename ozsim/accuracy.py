@@ -169,7 +169,8 @@ _SPEC = re.compile(r"^\s*([A-Za-z0-9\-]+)\s*(?::\s*T\s*=\s*([^\s]+)\s*)?$")
 
 def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[BackendSpec]:
     """Parse ``--backends``: a comma list of ``zgemm``, ``int8x{s}``, ``int8-crt{N}``,
-    ``int8-auto``, ``int8-crt-auto``, or an auto backend with its threshold (``int8-auto:T=<bits>``);
+    ``int8-auto``, ``int8-crt-auto``, ``auto`` (:mod:`ozsim.auto`), or one with a threshold
+    (``int8-auto:T=<bits>``, ``auto:T=0``);
     ``"all"`` stands for one name per registered pattern (:func:`ozsim.gemm.registry.all_names`).
 
     A plain ``int8-auto`` or ``int8-crt-auto`` gives one spec per value of ``thresholds`` (the
@@ -187,6 +188,7 @@ def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[Backen
         ValueError: an empty list, an unknown backend, ``:T=`` on a backend that is not an auto
             backend, or a negative or non-numeric ``T``.
     """
+    from .auto import is_auto
     from .gemm import registry
 
     items = text.split(",") if isinstance(text, str) else list(text)
@@ -204,9 +206,10 @@ def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[Backen
         if not m:
             raise ValueError(f"cannot parse backend {item!r}; expected e.g. int8-auto:T=0")
         name, t = m.group(1).lower(), m.group(2)
-        auto = registry.parse(name).auto
+        auto = is_auto(name) or registry.parse(name).auto
         if t is not None and not auto:
-            raise ValueError(f"backend {item!r}: only int8-auto and int8-crt-auto take a threshold")
+            raise ValueError(f"backend {item!r}: only int8-auto, int8-crt-auto and auto take a "
+                             "threshold")
         if auto:
             new = [BackendSpec(name, _threshold(t))] if t is not None else [
                 BackendSpec(name, v) for v in ts

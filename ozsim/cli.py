@@ -23,6 +23,7 @@ import numpy as np
 
 from . import __version__, config
 from .errors import OzsimError
+from .auto import is_auto
 from .gemm import registry
 
 __all__ = ["main"]
@@ -64,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--backend",
         default="int8-auto",
-        help=f"{registry.help_text()} (default: int8-auto; `ozsim info` lists them)",
+        help=f"{registry.help_text()}, or auto (each fused block through the candidate "
+        "zgemm, int8-auto or int8-crt-auto with the lowest modelled cost on the device) "
+        "(default: int8-auto; `ozsim info` lists them)",
     )
     run.add_argument(
         "-T",
@@ -312,6 +315,18 @@ def _check(args) -> int:
     return 0
 
 
+def _has_T(backend: str) -> bool:
+    return is_auto(backend) or registry.parse(backend).auto
+
+
+def _auto_text(md) -> str:
+    """backend="auto"'s choices in one line: blocks per backend and the cost table."""
+    if "auto" not in md:
+        return ""
+    blocks = ", ".join(f"{name} {n}" for name, n in md["auto"]["blocks"].items()) or "none"
+    return f"; blocks by backend: {blocks} (cost table: {md['auto']['table']})"
+
+
 def _summary(circuit, result, counts, top: int) -> str:
     md = result.metadata
     splits = ", ".join(f"{k}: {v}" for k, v in md["splits"].items()) or "none"
@@ -326,8 +341,8 @@ def _summary(circuit, result, counts, top: int) -> str:
         f"circuit   {circuit.name}: {circuit.num_qubits} qubits, {circuit.num_gates} gates"
         f" ({_ops_text(circuit)})",
         f"fusion    {fusion_text}",
-        f"backend   {md['backend']}" + (f" (T = {md['T']:g} bits)" if registry.parse(md["backend"]).auto
-                                        else "") + f" on {md['device']}",
+        f"backend   {md['backend']}" + (f" (T = {md['T']:g} bits)" if _has_T(md["backend"])
+                                        else "") + f" on {md['device']}" + _auto_text(md),
         f"splits    {{{splits}}} GEMMs" + (f", {md['fallbacks']} fell back to native ZGEMM"
                                           if md["fallbacks"] else ""),
         f"accuracy  error bound {md['error_bound']:.1e} (a priori, relative to the state's norm)",

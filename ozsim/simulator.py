@@ -26,6 +26,8 @@ from .errors import (
     RunInterrupted,
     UnsupportedOperationError,
 )
+from .auto import AutoPlan, is_auto
+from .auto import plan as auto_plan
 from .gemm import parse_backend
 from .gemm import bounds
 from .statevector import StateVector, available_memory_bytes, gemm_prepare
@@ -99,6 +101,9 @@ class RunMetadata(TypedDict, total=False):
         partial, shots_completed: a stopped trajectory run: ``True`` and the shots done.
         gates_reused: gates whose preparation (analysis, splits or residues, device copy) came
             from the :class:`GateCache` of earlier runs or earlier in this run.
+        auto: ``backend="auto"`` only (:mod:`ozsim.auto`): ``{"table": the cost table used,
+            "blocks": {backend: fused blocks it ran}, "choices": [[d, backend, modelled seconds,
+            measured seconds (CPU; None on the GPU)], ...] per block in order}``.
     """
 
     backend: str
@@ -119,6 +124,7 @@ class RunMetadata(TypedDict, total=False):
     partial: bool
     shots_completed: int
     gates_reused: int
+    auto: dict
 
 
 class GateCache:
@@ -377,9 +383,11 @@ class Simulator:
     """Runs circuits with gates applied through native or emulated ZGEMM.
 
     Args:
-        backend: ``"int8-auto"`` (default), ``"zgemm"``, ``"int8x{s}"`` (s = 3..18), or Ozaki
-            scheme II: ``"int8-crt-auto"`` or ``"int8-crt{N}"`` (N = 2..20 moduli); see
-            :mod:`ozsim.gemm`.
+        backend: ``"int8-auto"`` (default), ``"zgemm"``, ``"int8x{s}"`` (s = 3..18), Ozaki
+            scheme II: ``"int8-crt-auto"`` or ``"int8-crt{N}"`` (N = 2..20 moduli), see
+            :mod:`ozsim.gemm`; or ``"auto"``: each fused block through the candidate (zgemm,
+            int8-auto, int8-crt-auto at ``T``) with the lowest modelled cost on the device
+            (:mod:`ozsim.auto`).
         T: the auto backends' threshold on the mean mantissa loss per GEMM, in bits (a finite
             real number >= 0).
         device: ``"auto"`` (GPU when CuPy sees one, else CPU; ``OZSIM_DEVICE=cpu`` forces the
@@ -419,7 +427,13 @@ class Simulator:
         if not isinstance(self.backend, str):
             raise TypeError(f"backend must be a string such as 'int8-auto' (see `ozsim info`), "
                             f"got {type(self.backend).__name__} {self.backend!r}")
-        parse_backend(self.backend)
+        if not is_auto(self.backend):
+            try:
+                parse_backend(self.backend)
+            except ValueError as exc:
+                if not str(exc).startswith("unknown backend"):
+                    raise
+                raise ValueError(f"{exc}, or auto") from None
         T = self.T
         if isinstance(T, bool) or not isinstance(T, numbers.Real):
             raise TypeError(f"T must be a real number of bits >= 0, got {type(T).__name__} {T!r}")
@@ -526,17 +540,23 @@ class Simulator:
             _check_memory_records(circ, shots)
         xp, device = get_array_module(self.device)
         t0 = time.perf_counter()
-        model, calibrated = cost_model(device, self.backend)
+        auto = auto_plan(device) if is_auto(self.backend) else None
+        if auto is not None:  # fusion sees the cheapest candidate's cost of every block size
+            model, calibrated = auto, auto.table != "registry defaults"
+        else:
+            model, calibrated = cost_model(device, self.backend)
         circ, report = fuse(circ, self.max_fused_qubits, model)
         if calibrated and report.chosen_by == "cost model":
             report = replace(report, chosen_by="cost model (calibrated)")
         ops, meas, mode = _split_final_measurements(circ)
-        run = _Run(self, xp, circ.num_qubits, progress, sum(op.kind == "unitary" for op in ops))
+        run = _Run(self, xp, circ.num_qubits, progress, sum(op.kind == "unitary" for op in ops),
+                   auto)
         rng = np.random.default_rng(self.seed)
         largest = max((op.num_qubits for op in ops if op.kind == "unitary"), default=0)
+        first = self.backend if auto is None else auto.choose(circ.num_qubits, largest)[0]
         try:
             sv = StateVector(circ.num_qubits, xp, self.workspace_bytes,
-                             in_place=(self.backend, largest))
+                             in_place=(first, largest))
         except MemoryError as exc:
             raise _out_of_memory(exc, xp) from exc
         phase = cmath.exp(1j * circ.global_phase) if circ.global_phase else None
@@ -581,6 +601,9 @@ class Simulator:
             "mode": mode,
             "gates_reused": run.gates_reused,
         }
+        if auto is not None:
+            metadata["auto"] = {"table": auto.table, "blocks": dict(Counter(b[1] for b in run.blocks)),
+                                "choices": run.blocks}
         if mode == "trajectories":
             metadata["branches"] = run.branches
         result = Result(circ.num_qubits, circ.name, metadata, list(circ.cregs),
@@ -668,7 +691,8 @@ def _probabilities(sv: StateVector) -> np.ndarray:
 class _Run:
     """Per-run state: gate application with statistics, and the trajectory branching."""
 
-    def __init__(self, sim: Simulator, xp, num_qubits: int, progress, total_gates: int):
+    def __init__(self, sim: Simulator, xp, num_qubits: int, progress, total_gates: int,
+                 auto: AutoPlan | None = None):
         self.sim, self.xp, self.n = sim, xp, num_qubits
         self.progress, self.total = progress, total_gates
         self.splits: Counter = Counter()
@@ -678,6 +702,8 @@ class _Run:
         self.warned_bound = False
         self.gates_applied = 0
         self.gates_reused = 0
+        self.auto = auto
+        self.blocks: list = []  # backend="auto": [d, backend, modelled s, measured s or None]
         self.extra_bytes = 0
         self.branches = 0
         self.counts: Counter = Counter()
@@ -688,12 +714,19 @@ class _Run:
         if phase is not None and op.condition is None:
             matrix, phase = matrix * phase, None
         matrix, qubits = sv.aligned(matrix, op.qubits)
+        backend = self.sim.backend
+        if self.auto is not None:
+            backend, predicted = self.auto.choose(self.n, len(qubits))
         cache = self.sim.gate_cache
         hits = cache.hits
-        gate = cache.get(self.sim.backend, sv.device, np.asarray(matrix),
-                         lambda: gemm_prepare(self.xp.asarray(matrix), self.sim.backend))
+        gate = cache.get(backend, sv.device, np.asarray(matrix),
+                         lambda: gemm_prepare(self.xp.asarray(matrix), backend))
         self.gates_reused += cache.hits - hits
-        info = sv.apply(gate, qubits, self.sim.backend, self.sim.T)
+        t0 = time.perf_counter()
+        info = sv.apply(gate, qubits, backend, self.sim.T)
+        if self.auto is not None:  # (measured on the CPU only: GPU kernels run asynchronously)
+            self.blocks.append([len(qubits), backend, predicted,
+                                time.perf_counter() - t0 if self.xp is np else None])
         info = replace(info, error_bound=bounds.of(info, matrix))  # from the host copy
         if info.num_moduli is not None:
             self.splits[f"crt{info.num_moduli}"] += 1

@@ -290,7 +290,8 @@ def test_parse_backend_specs():
     assert BackendSpec("int8-auto", 0.0).label == "int8-auto:T=0"
     with pytest.raises(ValueError, match="unknown backend"):
         parse_backend_specs("zgem")
-    with pytest.raises(ValueError, match="only int8-auto and int8-crt-auto take a threshold"):
+    with pytest.raises(ValueError,
+                       match="only int8-auto, int8-crt-auto and auto take a threshold"):
         parse_backend_specs("int8x9:T=1")
     assert parse_backend_specs("int8-crt-auto:T=0,int8-crt-auto", ["1"]) == [
         BackendSpec("int8-crt-auto", 0.0), BackendSpec("int8-crt-auto", 1.0)
