@@ -461,6 +461,8 @@ def _info() -> int:
         devices = "/".join(scheme.devices)
         for pat in scheme.names:
             print(f"  {pat.display():<26} {devices:<8} {pat.summary}")
+    print(f"  {'auto':<26} {'cpu/gpu':<8} per fused block the cheapest of zgemm, int8-auto, "
+          "int8-crt-auto at T by the device's cost table (ozsim.auto)")
     print("\nenvironment switches (value in force):")
     for sw in config.SWITCHES:
         try:
