@@ -1,7 +1,8 @@
 """CPU benchmark of gate fusion: 20-qubit QFT and quantum-volume circuits, with and without
-fusion, for native ZGEMM and INT8-AUTO, beside Qiskit Aer's statevector simulator in the same run.
+fusion, for native ZGEMM, INT8-AUTO and ``backend="auto"`` (each block through the candidate the
+cost table finds cheapest), beside Qiskit Aer's statevector simulator in the same run.
 
-    python benchmarks/fusion_bench.py [--qubits 20] [--repeat 3]
+    python benchmarks/fusion_bench.py [--qubits 20] [--repeat 3] [--backends zgemm,int8-auto,auto]
 
 Prints a table (median wall seconds over --repeat runs) and writes
 ``benchmarks/results/fusion_bench-cpu-<date>.json`` (``--json`` overrides). Aer is timed on the same
@@ -60,6 +61,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--qubits", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--backends", default="zgemm,int8-auto,auto",
+                    help="ozsim backends, comma separated")
     ap.add_argument("--json", default=None,
                     help="output (default benchmarks/results/fusion_bench-cpu-<date>.json)")
     ap.add_argument("--max-unfused-int8-gates", type=int, default=500,
@@ -71,7 +74,7 @@ def main() -> None:
         t_aer, psi_aer = time_aer(qc, args.repeat)
         rows.append(dict(circuit=name, engine="qiskit-aer", gates=len(qc.data), blocks=None,
                          seconds=t_aer, fidelity=1.0))
-        for backend in ("zgemm", "int8-auto"):
+        for backend in args.backends.split(","):
             for fusion in (0, None):
                 if (backend != "zgemm" and fusion == 0
                         and circ.num_gates > args.max_unfused_int8_gates):
@@ -84,7 +87,8 @@ def main() -> None:
                     circuit=name, engine=f"ozsim {backend}",
                     fusion="off" if fusion == 0 else f"<= {md['fusion']['max_fused_qubits']}q",
                     gates=md["fusion"]["gates_in"], blocks=md["fusion"]["blocks_out"],
-                    seconds=t, fidelity=fid, splits=md["splits"]))
+                    seconds=t, fidelity=fid, splits=md["splits"],
+                    auto_blocks=md.get("auto", {}).get("blocks")))
     print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"{args.qubits} qubits, median of {args.repeat}")
     print(f"{'circuit':10} {'engine':18} {'fusion':8} {'gates':>6} {'blocks':>6} {'seconds':>9} "
@@ -97,7 +101,8 @@ def main() -> None:
     out = write_json(args.json or result_path("fusion_bench", "cpu"),
                      {"machine": platform.machine(), "cores": os.cpu_count(),
                       "date": time.strftime("%Y-%m-%d"), "command": "fusion_bench.py "
-                      f"--qubits {args.qubits} --repeat {args.repeat}", "rows": rows})
+                      f"--qubits {args.qubits} --repeat {args.repeat} --backends {args.backends}",
+                      "rows": rows})
     print(f"wrote {out}")
 
 
