@@ -142,16 +142,20 @@ class GateCache:
     Args:
         max_bytes: bound on the bytes of the matrices held (least recently used first out; each
             one's splits or residues add up to about twice as much again). Default 64 MiB.
+        max_matrix_bytes: larger matrices are prepared afresh, never looked up: the lookup
+            hashes and compares the matrix's bytes, which for a 10-qubit block (16 MiB) costs as
+            much as preparing it. Default 1 MiB (blocks of up to 8 qubits).
 
     Attributes:
         hits, misses: lookups served from the cache, and preparations made.
     """
 
-    def __init__(self, max_bytes: int = 64 << 20):
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Integral) \
-                or max_bytes < 0:
-            raise ValueError(f"max_bytes must be an integer >= 0, got {max_bytes!r}")
+    def __init__(self, max_bytes: int = 64 << 20, max_matrix_bytes: int = 1 << 20):
+        for name, v in (("max_bytes", max_bytes), ("max_matrix_bytes", max_matrix_bytes)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
         self.max_bytes = int(max_bytes)
+        self.max_matrix_bytes = int(max_matrix_bytes)
         self._items: OrderedDict = OrderedDict()
         self._bytes = 0
         self.hits = self.misses = 0
@@ -163,6 +167,9 @@ class GateCache:
         """The prepared gate for ``matrix`` (host ``(2**d, 2**d)`` complex128; a prepared gate
         does not depend on its targets): from the cache, or ``prepare()`` (then kept while the
         byte bound allows)."""
+        if matrix.nbytes > min(self.max_matrix_bytes, self.max_bytes):
+            self.misses += 1
+            return prepare()
         key = (backend, device, matrix.shape, matrix.tobytes())
         gate = self._items.get(key)
         if gate is not None:
@@ -171,12 +178,11 @@ class GateCache:
             return gate
         self.misses += 1
         gate = prepare()
-        if matrix.nbytes <= self.max_bytes:
-            self._items[key] = gate
-            self._bytes += matrix.nbytes
-            while self._bytes > self.max_bytes:
-                old, _ = self._items.popitem(last=False)
-                self._bytes -= len(old[3])
+        self._items[key] = gate
+        self._bytes += matrix.nbytes
+        while self._bytes > self.max_bytes:
+            old, _ = self._items.popitem(last=False)
+            self._bytes -= len(old[3])
         return gate
 
 

@@ -71,13 +71,25 @@ def test_the_cache_keeps_its_byte_bound_least_recently_used_first_out():
     assert cache.misses == 4
     cache.get("int8-auto", "cpu", mats[0], lambda: "other backend")  # keyed by backend too
     assert cache.misses == 5
-    big = GateCache(max_bytes=0)
-    big.get("zgemm", "cpu", mats[0], lambda: 1)
-    assert len(big) == 0
+    none = GateCache(max_bytes=0)
+    none.get("zgemm", "cpu", mats[0], lambda: 1)
+    assert len(none) == 0 and none.misses == 1
+
+
+def test_large_matrices_are_prepared_afresh_without_a_lookup():
+    cache = GateCache(max_matrix_bytes=1024)  # 8x8 complex128 fits, 16x16 does not
+    small, large = np.eye(8, dtype=complex), np.eye(16, dtype=complex)
+    made = []
+    for m in (small, small, large, large):
+        cache.get("zgemm", "cpu", m, lambda m=m: made.append(m.shape) or m)
+    assert made == [(8, 8), (16, 16), (16, 16)] and len(cache) == 1
+    assert (cache.hits, cache.misses) == (1, 3)
 
 
 def test_bad_cache_arguments():
     with pytest.raises(ValueError, match="max_bytes must be an integer >= 0"):
         GateCache(max_bytes=-1)
+    with pytest.raises(ValueError, match="max_matrix_bytes must be an integer >= 0"):
+        GateCache(max_matrix_bytes=1.5)
     with pytest.raises(TypeError, match="gate_cache must be a GateCache"):
         Simulator(gate_cache={})
