@@ -122,3 +122,16 @@ def test_check_takes_auto_with_its_threshold():
     assert parse_backend_specs("zgemm,auto,auto:T=0", (1.0, 2.0)) == [
         BackendSpec("zgemm"), BackendSpec("auto", 1.0), BackendSpec("auto", 2.0),
         BackendSpec("auto", 0.0)]
+
+
+@pytest.mark.gpu
+def test_auto_on_the_gpu_runs_and_agrees_with_zgemm():
+    from conftest import cupy_or_skip
+
+    cupy_or_skip()
+    res = Simulator(backend="auto", device="gpu").run(BRICK)
+    ref = Simulator(backend="zgemm", device="cpu").run(BRICK)
+    md = res.metadata["auto"]
+    assert md["blocks"] and set(md["blocks"]) <= set(CANDIDATES)
+    assert all(c[3] is None for c in md["choices"])  # no per-block sync on the GPU
+    np.testing.assert_allclose(res.statevector, ref.statevector, rtol=0, atol=1e-13)

@@ -93,3 +93,18 @@ def test_bad_cache_arguments():
         GateCache(max_matrix_bytes=1.5)
     with pytest.raises(TypeError, match="gate_cache must be a GateCache"):
         Simulator(gate_cache={})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["int8-auto", "int8-crt-auto"])
+def test_gpu_runs_reuse_prepared_gates_and_keep_the_cpu_bits(backend):
+    from conftest import cupy_or_skip
+
+    cupy_or_skip()
+    circuit = _circuit(2, n=10)
+    sim = Simulator(backend=backend, device="gpu", max_fused_qubits=4)
+    first, second = sim.run(circuit), sim.run(circuit)
+    assert second.metadata["gates_reused"] == second.metadata["num_gates"]
+    cpu = Simulator(backend=backend, device="cpu", max_fused_qubits=4).run(circuit)
+    np.testing.assert_array_equal(first.statevector, cpu.statevector)
+    np.testing.assert_array_equal(second.statevector, cpu.statevector)
