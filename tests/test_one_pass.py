@@ -178,17 +178,13 @@ def test_gpu_run_of_small_gates_holds_one_buffer():
         np.testing.assert_allclose(gpu.statevector, cpu.statevector, rtol=0, atol=1e-14)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 6])
-def test_int8_auto_statistics_pass_is_the_cpu_loss_histogram(d):
-    """The one-read statistics kernels against ozaki1.loss_histogram of B.T, on Ozaki's inputs
-    with zeros, whole zero groups and subnormal amplitudes (losses past the packed counters)."""
-    cp = cupy_or_skip()
-    from ozsim.gemm.ozaki1 import onepass
-    from ozsim.gemm.ozaki1.scheme import loss_histogram, row_exponents
+def _statistics_cases(seed: int, d: int):
+    """``(psi, qubits, B.T)`` for the statistics tests: a 14-qubit state of Ozaki's phi = 4
+    inputs with zeros, a zero group and subnormal amplitudes, viewed through low targets and
+    through random ones (B.T as the CPU path sees it: targets to the front)."""
     from ozsim.testing import ozaki_matrix
 
-    rng = np.random.default_rng(40 + d)
+    rng = np.random.default_rng(seed)
     n = 14
     psi = ozaki_matrix(rng, 1 << n, 1, 4.0)[:, 0]
     psi[rng.random(1 << n) < 0.1] = 0
@@ -199,6 +195,19 @@ def test_int8_auto_statistics_pass_is_the_cpu_loss_histogram(d):
         rest = [a for a in range(n) if a not in axes]
         bt = np.ascontiguousarray(np.transpose(psi.reshape((2,) * n), axes + rest)
                                   .reshape(1 << d, -1).T)
+        yield psi, qubits, bt
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 6])
+def test_int8_auto_statistics_pass_is_the_cpu_loss_histogram(d):
+    """The one-read statistics kernels against ozaki1.loss_histogram of B.T, on Ozaki's inputs
+    with zeros, whole zero groups and subnormal amplitudes (losses past the packed counters)."""
+    cp = cupy_or_skip()
+    from ozsim.gemm.ozaki1 import onepass
+    from ozsim.gemm.ozaki1.scheme import loss_histogram, row_exponents
+
+    for psi, qubits, bt in _statistics_cases(40 + d, d):
         want = loss_histogram(bt, row_exponents(bt))
         got = onepass.statistics(cp.asarray(psi), qubits)
         assert want[8:].sum() > 0  # the kernel's shared-memory path is exercised too
@@ -223,19 +232,8 @@ def test_int8_crt_auto_statistics_pass_is_the_cpu_loss_moments(d):
     cp = cupy_or_skip()
     from ozsim.gemm.ozaki2 import onepass
     from ozsim.gemm.ozaki2.scheme import analyse_rows
-    from ozsim.testing import ozaki_matrix
 
-    rng = np.random.default_rng(50 + d)
-    n = 14
-    psi = ozaki_matrix(rng, 1 << n, 1, 4.0)[:, 0]
-    psi[rng.random(1 << n) < 0.1] = 0
-    psi[: 1 << d] = 0
-    psi[7] = 3e-320 + 1e-310j
-    for qubits in [tuple(range(d)), tuple(int(q) for q in rng.choice(n, d, replace=False))]:
-        axes = [n - 1 - q for q in reversed(qubits)]
-        rest = [a for a in range(n) if a not in axes]
-        bt = np.ascontiguousarray(np.transpose(psi.reshape((2,) * n), axes + rest)
-                                  .reshape(1 << d, -1).T)
+    for psi, qubits, bt in _statistics_cases(50 + d, d):
         want = analyse_rows(bt)[1]
         got = onepass.loss_moments(cp.asarray(psi), qubits)
         assert want[0] > 0
