@@ -28,23 +28,6 @@
 // Options: -DGATE_QUBITS=d -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 and the scheme's
 // constants -DNFRAC -DALLOW -DLBITS (ozsim.gemm.ozaki2.moduli).
 
-#ifndef GATE_QUBITS
-#error "GATE_QUBITS must be defined"
-#endif
-#if !defined(NFRAC) || !defined(ALLOW) || !defined(LBITS)
-#error "crt_gate.cu needs -DNFRAC, -DALLOW and -DLBITS (ozsim.gemm.ozaki2.moduli)"
-#endif
-#define D GATE_QUBITS
-#define K (1 << D)
-#ifndef NMOD
-#define NMOD 2
-#endif
-#ifndef NLIMB
-#define NLIMB 1
-#endif
-#ifndef ROUND
-#define ROUND 1
-#endif
 #define CRT_GATE_A_RESIDUES  // a_res: [modulus][Ar, Ai][row][k], weighted residues
 #include "crt_gate.cuh"
 

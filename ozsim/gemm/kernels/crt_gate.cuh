@@ -1,8 +1,27 @@
 // Scheme II pieces of the one-pass gates (crt_gate.cu, crt_gate_mma.cu): the per-modulus
 // constants, a scalar's 13-bit pieces, a residue from them, and the CRT reconstruction of
-// ozaki2._CRTAccumulator's sums. The including file defines NMOD, NLIMB, ROUND and LBITS.
+// ozaki2._CRTAccumulator's sums; first, the options both kernels take (-DGATE_QUBITS=d, -DNMOD,
+// -DNLIMB, -DROUND and the scheme's constants -DNFRAC -DALLOW -DLBITS), D and K.
 #ifndef OZSIM_CRT_GATE_CUH
 #define OZSIM_CRT_GATE_CUH
+
+#ifndef GATE_QUBITS
+#error "GATE_QUBITS must be defined"
+#endif
+#if !defined(NFRAC) || !defined(ALLOW) || !defined(LBITS)
+#error "the scheme II gate kernels need -DNFRAC, -DALLOW and -DLBITS (ozsim.gemm.ozaki2.moduli)"
+#endif
+#define D GATE_QUBITS
+#define K (1 << D)
+#ifndef NMOD
+#define NMOD 2
+#endif
+#ifndef NLIMB
+#define NLIMB 1
+#endif
+#ifndef ROUND
+#define ROUND 1
+#endif
 
 #define NPIECE 6
 #define PBITS 13

@@ -26,25 +26,8 @@
 // constants -DNFRAC -DALLOW -DLBITS (ozsim.gemm.ozaki2.moduli). Shared memory (dynamic): A's
 // fragments, NMOD * A_STRIDE * 16 bytes, and B's residues, NMOD * NC * W * 4 bytes.
 
-#ifndef GATE_QUBITS
-#error "GATE_QUBITS must be defined"
-#endif
-#if !defined(NFRAC) || !defined(ALLOW) || !defined(LBITS)
-#error "crt_gate_mma.cu needs -DNFRAC, -DALLOW and -DLBITS (ozsim.gemm.ozaki2.moduli)"
-#endif
-#define D GATE_QUBITS
-#define K (1 << D)
-#ifndef NMOD
-#define NMOD 2
-#endif
-#ifndef NLIMB
-#define NLIMB 1
-#endif
-#ifndef ROUND
-#define ROUND 1
-#endif
-#include "mma_gate.cuh"
 #include "crt_gate.cuh"
+#include "mma_gate.cuh"
 
 #if WMT * WNT > 2
 #error "crt_gate_mma.cu keeps the CRT sums of 8 entries a thread (d <= 4)"
