@@ -177,17 +177,17 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                             dl[mi][ni][v][c] = fma(ud, m[c], dl[mi][ni][v][c]);  // exact
                     }
         }
-        // write back: rows g (Re) and g + 8 (Im) of m tile mt are member 8 mt + g
+        // write back (out_member, out_column)
 #pragma unroll
         for (int mi = 0; mi < WMT; ++mi) {
-            const int member = 8 * (wm * WMT + mi) + g;
+            const int member = out_member(wm, mi, g);
             const int fa = __ldg(a_f + member);
             const long long off = moff[member];
 #pragma unroll
             for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const int col = (wn * WNT + ni) * 8 + 2 * tq + h;
+                    const int col = out_column(wn, ni, tq, h);
                     const int fb = col_f[col];
                     if (fb == NOT_FINITE) continue;
                     const int sh = fa + fb - gsum;

@@ -101,6 +101,15 @@ __device__ __forceinline__ unsigned ldmatrix_lane(const unsigned* b, int wn, int
         (unsigned)((((wn * WNT + (lane >> 4)) * 8 + (lane & 7)) * W) * 4 + ((lane >> 3) & 1) * 16);
 }
 
+// Where accumulator entry [mi][ni][v] of warp (wm, wn), lane (g, tq) goes: rows g (v = 0, 1:
+// Re) and g + 8 (v = 2, 3: Im) of m tile wm WMT + mi are member out_member; entries v and v + 2
+// are column out_column(.., h = v % 2) of the tile
+__device__ __forceinline__ int out_member(int wm, int mi, int g) { return 8 * (wm * WMT + mi) + g; }
+__device__ __forceinline__ int out_column(int wn, int ni, int tq, int h)
+{
+    return (wn * WNT + ni) * 8 + 2 * tq + h;
+}
+
 // member offsets (member_offset) for every member, once per block
 __device__ __forceinline__ void member_table(long long* moff, const int (&pos)[6])
 {
