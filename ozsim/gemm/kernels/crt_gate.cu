@@ -164,14 +164,8 @@ crt_gate_stats(const double2* __restrict__ psi, long long groups, int p0, int p1
                 nnz += v != 0.0;
             }
         }
-        int bl;
-        frexp((double)(nnz > 0 ? nnz : 1), &bl);  // bit length
-        const int a = min(ALLOW, (bl - 1) / 2);  // ozaki2.loss_allowance
         count += nnz;
-        total += (long long)nnz * (f + ALLOW - a) - ev;
+        total += column_loss_sum(nnz, ev, f);
     }
-    atomicAdd(&sm[0], (unsigned long long)count);
-    atomicAdd(&sm[1], (unsigned long long)total);  // two's complement: signed sums
-    __syncthreads();
-    if (threadIdx.x < 2) atomicAdd(&moments[threadIdx.x], sm[threadIdx.x]);
+    add_moments(sm, moments, count, total);
 }

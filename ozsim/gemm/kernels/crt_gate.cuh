@@ -77,4 +77,26 @@ __device__ __forceinline__ double crt_finish(double q, double* dd)
     return v;
 }
 
+// A column's share of analyse_rows' loss-moment sum: nnz nonzero scalars, ev the sum of their
+// frexp exponents, f the column's norm exponent, a = min(ALLOW, floor(log2(nnz) / 2))
+// (ozaki2.loss_allowance): nnz (f + ALLOW - a) - ev
+__device__ __forceinline__ long long column_loss_sum(int nnz, long long ev, int f)
+{
+    int bl;
+    frexp((double)(nnz > 0 ? nnz : 1), &bl);  // bit length
+    const int a = min(ALLOW, (bl - 1) / 2);
+    return (long long)nnz * (f + ALLOW - a) - ev;
+}
+
+// A block's moments [count, sum] (each thread's share) into moments, through the block's sm[2]
+// (zeroed before the first __syncthreads of the kernel)
+__device__ __forceinline__ void add_moments(unsigned long long* sm, unsigned long long* moments,
+                                            long long count, long long total)
+{
+    atomicAdd(&sm[0], (unsigned long long)count);
+    atomicAdd(&sm[1], (unsigned long long)total);  // two's complement: signed sums
+    __syncthreads();
+    if (threadIdx.x < 2) atomicAdd(&moments[threadIdx.x], sm[threadIdx.x]);
+}
+
 #endif  // OZSIM_CRT_GATE_CUH
