@@ -1,13 +1,15 @@
-"""Quantum volume end to end: wall time per backend, amplitudes against the zgemm run.
+"""Quantum volume and brickwork end to end: wall time per backend, amplitudes against the first.
 
 The question: how long does a whole random circuit take with each backend, fusion included?
 ``quantum_volume(N, depth, seed)`` from Qiskit, or its gates from a file made once where Qiskit
-is installed (``--save``), for machines without Qiskit (``--gates-file``).
+is installed (``--save``), for machines without Qiskit (``--gates-file``). ``--brickwork d``
+runs a brickwork of Haar-random d-qubit gates instead (:func:`ozsim.gates.brickwork`, no Qiskit).
 
 Usage:
     python benchmarks/qv_bench.py --qubits 30 --depth 30 --save qv30.npz --save-only  # Qiskit
     python benchmarks/qv_bench.py --gates-file qv30.npz                       # GPU run
     python benchmarks/qv_bench.py --qubits 12 --depth 12 --device cpu
+    python benchmarks/qv_bench.py --qubits 30 --depth 10 --brickwork 6 --backends zgemm,auto:T=0
 
 Writes ``benchmarks/results/qv_bench-<device>-<date>.json`` (``--json`` overrides).
 """
@@ -31,6 +33,10 @@ from ozsim import Circuit, Simulator  # noqa: E402
 
 def load_circuit(args, gates_file=None) -> Circuit:
     gates_file = gates_file or args.gates_file
+    if args.brickwork and not gates_file:
+        from ozsim.gates import brickwork
+
+        return brickwork(args.qubits, args.depth, gate_qubits=args.brickwork, seed=args.seed)
     if gates_file:
         data = np.load(gates_file)
         mats, qubits = data["matrices"], data["qubits"]
@@ -57,6 +63,8 @@ def main(argv=None) -> int:
     p.add_argument("--depth", type=int, default=30)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--gates-file", default=None)
+    p.add_argument("--brickwork", type=int, default=0, metavar="D",
+                   help="a brickwork of Haar-random D-qubit gates instead of quantum volume")
     p.add_argument("--warmup-file", default=None,
                    help="gates of a smaller circuit of the same kind, run first to compile the "
                         "kernels (default: the first layer on 20 qubits)")
@@ -70,7 +78,15 @@ def main(argv=None) -> int:
     if args.save_only:
         print(f"wrote {args.save}: {circuit.num_gates} gates on {circuit.num_qubits} qubits")
         return 0
-    warmup = load_circuit(args, args.warmup_file) if args.warmup_file else _small(circuit)
+    if args.warmup_file:
+        warmup = load_circuit(args, args.warmup_file)
+    elif args.brickwork:
+        from ozsim.gates import brickwork
+
+        warmup = brickwork(min(circuit.num_qubits, 24), min(args.depth, 4),
+                           gate_qubits=args.brickwork, seed=args.seed + 1)
+    else:
+        warmup = _small(circuit)
     device = gpu_name() if args.device == "gpu" else "cpu"
     rows, ref = [], None
     for spec in args.backends.split(","):
@@ -84,11 +100,15 @@ def main(argv=None) -> int:
         diff = None if ref is None else float(np.abs(psi - ref).max())
         ref = psi if ref is None else ref
         md = res.metadata
-        rows.append(dict(device=device, N=circuit.num_qubits, gates=circuit.num_gates,
-                         backend=spec, seconds=sec, blocks=md["fusion"]["block_sizes"],
+        auto = md.get("auto")
+        rows.append(dict(device=device, circuit=circuit.name, N=circuit.num_qubits,
+                         gates=circuit.num_gates, backend=spec, seconds=sec,
+                         blocks=md["fusion"]["block_sizes"],
                          splits={str(k): v for k, v in md["splits"].items()},
+                         auto_blocks=_by_size(auto["choices"]) if auto else None,
                          max_abs_diff_vs_first=diff))
-        print(f"{spec:<20} {sec:8.2f} s  blocks {md['fusion']['block_sizes']}  "
+        chose = f"  auto chose {_by_size(auto['choices'])}" if auto else ""
+        print(f"{spec:<20} {sec:8.2f} s  blocks {md['fusion']['block_sizes']}{chose}  "
               f"max |psi - psi_{rows[0]['backend']}| = {diff}", flush=True)
     path = write_json(args.json or result_path("qv_bench", device_tag(device)
                                                if args.device == "gpu" else "cpu"),
@@ -96,6 +116,14 @@ def main(argv=None) -> int:
                        "rows": rows})
     print(f"wrote {path}")
     return 0
+
+
+def _by_size(choices) -> dict:
+    """backend="auto"'s choices as {"d=<d> <backend>": blocks}."""
+    out: dict = {}
+    for d, backend, *_ in choices:
+        out[f"d={d} {backend}"] = out.get(f"d={d} {backend}", 0) + 1
+    return dict(sorted(out.items()))
 
 
 def _small(circuit: Circuit) -> Circuit:
