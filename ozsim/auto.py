@@ -25,10 +25,12 @@ from dataclasses import dataclass
 
 from .gemm.cost import CostModel
 
-__all__ = ["AUTO", "CANDIDATES", "AutoPlan", "is_auto", "plan"]
+__all__ = ["AUTO", "CANDIDATES", "DEFAULT_BACKEND", "AutoPlan", "is_auto", "plan"]
 
 #: The backend name.
 AUTO = "auto"
+#: The backend a Simulator, the CLI, OzsimBackend and the primitives use when none is named.
+DEFAULT_BACKEND = AUTO
 #: The candidates, in the order ties are broken (native first).
 CANDIDATES = ("zgemm", "int8-auto", "int8-crt-auto")
 

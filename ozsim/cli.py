@@ -23,7 +23,7 @@ import numpy as np
 
 from . import __version__, config
 from .errors import OzsimError
-from .auto import is_auto
+from .auto import DEFAULT_BACKEND, is_auto
 from .gemm import registry
 
 __all__ = ["main"]
@@ -64,10 +64,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("circuit", help="path to a .qasm file (OpenQASM 2 or 3)")
     run.add_argument(
         "--backend",
-        default="int8-auto",
-        help=f"{registry.help_text()}, or auto (each fused block through the candidate "
-        "zgemm, int8-auto or int8-crt-auto with the lowest modelled cost on the device) "
-        "(default: int8-auto; `ozsim info` lists them)",
+        default=DEFAULT_BACKEND,
+        help=f"auto (each fused block through the candidate zgemm, int8-auto or int8-crt-auto "
+        f"with the lowest modelled cost on the device; the default), or one scheme: "
+        f"{registry.help_text()} (`ozsim info` lists them)",
     )
     run.add_argument(
         "-T",

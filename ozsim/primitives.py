@@ -31,6 +31,7 @@ from qiskit.primitives.containers import (
 from qiskit.primitives.containers.estimator_pub import EstimatorPub
 from qiskit.primitives.containers.sampler_pub import SamplerPub
 
+from .auto import DEFAULT_BACKEND
 from .interop.parametric import (
     ParametricCircuit,
     clbit_matrix,
@@ -82,7 +83,7 @@ class SamplerV2(_Base, BaseSamplerV2):
         seed: seeds the runs (one seed per parameter set drawn from it); ``None``: fresh entropy.
     """
 
-    def __init__(self, *, backend: str = "int8-auto", T: float = 1.0, device: str = "auto",
+    def __init__(self, *, backend: str = DEFAULT_BACKEND, T: float = 1.0, device: str = "auto",
                  default_shots: int = 1024, seed: int | None = None,
                  max_fused_qubits: int | None = None):
         super().__init__(backend, T, device, seed, max_fused_qubits)
@@ -155,7 +156,7 @@ class EstimatorV2(_Base, BaseEstimatorV2):
         seed: seeds the shot sampling; ``None``: fresh entropy.
     """
 
-    def __init__(self, *, backend: str = "int8-auto", T: float = 1.0, device: str = "auto",
+    def __init__(self, *, backend: str = DEFAULT_BACKEND, T: float = 1.0, device: str = "auto",
                  default_precision: float = 0.0, seed: int | None = None,
                  max_fused_qubits: int | None = None):
         super().__init__(backend, T, device, seed, max_fused_qubits)

@@ -5,7 +5,7 @@ Code written for ``AerSimulator`` or any ``BackendV2`` runs on ozsim::
     from qiskit import transpile
     from ozsim.qiskit import OzsimBackend
 
-    backend = OzsimBackend(backend="int8-auto", T=1)
+    backend = OzsimBackend()                      # backend="auto": per block the fastest scheme
     counts = backend.run(transpile(qc, backend), shots=1000).result().get_counts()
 
 ``BackendSamplerV2(backend=OzsimBackend())`` and ``BackendEstimatorV2`` work with it; ozsim's
@@ -29,6 +29,7 @@ from qiskit.result import Result
 from qiskit.transpiler import Target
 
 from . import __version__
+from .auto import DEFAULT_BACKEND
 from .errors import UnsupportedOperationError
 from .gates import standard
 from .interop.parametric import (
@@ -85,7 +86,8 @@ class OzsimBackend(BackendV2):
     """A ``BackendV2`` whose circuits run on :class:`ozsim.Simulator`.
 
     Args:
-        backend: ozsim's GEMM backend (``"int8-auto"``, ``"zgemm"``, ``"int8x{s}"``, ...).
+        backend: ozsim's GEMM backend (``"auto"``, the default, ``"int8-auto"``, ``"zgemm"``,
+            ``"int8x{s}"``, ...; as :class:`ozsim.Simulator`).
         T: the auto backends' threshold on the mean mantissa loss, in bits.
         device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
         **options: initial run options (see below).
@@ -100,7 +102,7 @@ class OzsimBackend(BackendV2):
     moduli, ``fallbacks``, ``wall_time_s``, ``mode``, ...).
     """
 
-    def __init__(self, backend: str = "int8-auto", T: float = 1.0, device: str = "auto",
+    def __init__(self, backend: str = DEFAULT_BACKEND, T: float = 1.0, device: str = "auto",
                  **options):
         super().__init__(name="ozsim", description="ozsim: state vectors through emulated ZGEMM",
                          backend_version=__version__)
@@ -110,7 +112,7 @@ class OzsimBackend(BackendV2):
 
     @classmethod
     def _default_options(cls) -> Options:
-        return Options(shots=1024, seed_simulator=None, memory=False, backend="int8-auto", T=1.0,
+        return Options(shots=1024, seed_simulator=None, memory=False, backend=DEFAULT_BACKEND, T=1.0,
                        device="auto", max_fused_qubits=None, max_composite_qubits=12)
 
     @property

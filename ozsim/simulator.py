@@ -26,7 +26,7 @@ from .errors import (
     RunInterrupted,
     UnsupportedOperationError,
 )
-from .auto import AutoPlan, is_auto
+from .auto import DEFAULT_BACKEND, AutoPlan, is_auto
 from .auto import plan as auto_plan
 from .gemm import parse_backend
 from .gemm import bounds
@@ -389,11 +389,11 @@ class Simulator:
     """Runs circuits with gates applied through native or emulated ZGEMM.
 
     Args:
-        backend: ``"int8-auto"`` (default), ``"zgemm"``, ``"int8x{s}"`` (s = 3..18), Ozaki
-            scheme II: ``"int8-crt-auto"`` or ``"int8-crt{N}"`` (N = 2..20 moduli), see
-            :mod:`ozsim.gemm`; or ``"auto"``: each fused block through the candidate (zgemm,
+        backend: ``"auto"`` (default): each fused block through the candidate (zgemm,
             int8-auto, int8-crt-auto at ``T``) with the lowest modelled cost on the device
-            (:mod:`ozsim.auto`).
+            (:mod:`ozsim.auto`); or one scheme for every block: ``"int8-auto"``, ``"zgemm"``,
+            ``"int8x{s}"`` (s = 3..18), Ozaki scheme II: ``"int8-crt-auto"`` or
+            ``"int8-crt{N}"`` (N = 2..20 moduli), see :mod:`ozsim.gemm`.
         T: the auto backends' threshold on the mean mantissa loss per GEMM, in bits (a finite
             real number >= 0).
         device: ``"auto"`` (GPU when CuPy sees one, else CPU; ``OZSIM_DEVICE=cpu`` forces the
@@ -419,7 +419,7 @@ class Simulator:
         >>> result.sample_counts(1000)
     """
 
-    backend: str = "int8-auto"
+    backend: str = DEFAULT_BACKEND
     T: float = 1.0
     device: str = "auto"
     seed: int | None = None

@@ -129,9 +129,25 @@ def test_auto_on_the_gpu_runs_and_agrees_with_zgemm():
     from conftest import cupy_or_skip
 
     cupy_or_skip()
-    res = Simulator(backend="auto", device="gpu").run(BRICK)
-    ref = Simulator(backend="zgemm", device="cpu").run(BRICK)
+    from ozsim.gates import brickwork
+
+    circuit = brickwork(12, 8, gate_qubits=4, seed=3)  # no QASM: the GPU machine lacks Qiskit
+    res = Simulator(backend="auto", device="gpu").run(circuit)
+    ref = Simulator(backend="zgemm", device="cpu").run(circuit)
     md = res.metadata["auto"]
     assert md["blocks"] and set(md["blocks"]) <= set(CANDIDATES)
     assert all(c[3] is None for c in md["choices"])  # no per-block sync on the GPU
     np.testing.assert_allclose(res.statevector, ref.statevector, rtol=0, atol=1e-13)
+
+
+def test_auto_is_the_default_everywhere(capsys):
+    from ozsim.primitives import EstimatorV2, SamplerV2
+    from ozsim.qiskit import OzsimBackend
+
+    assert Simulator().backend == "auto"
+    assert OzsimBackend().options.backend == "auto"
+    assert EstimatorV2().options["backend"] == SamplerV2().options["backend"] == "auto"
+    res = Simulator(device="cpu").run(BRICK)
+    assert res.metadata["backend"] == "auto" and res.metadata["auto"]["blocks"]
+    forced = Simulator(backend="int8-auto", device="cpu").run(BRICK)  # one scheme, forced
+    assert forced.metadata["backend"] == "int8-auto" and "auto" not in forced.metadata

@@ -19,10 +19,16 @@ BRICK = ROOT / "circuits" / "brickwork_n12_d4_L8.qasm"
 
 
 def test_run_prints_summary(capsys):
-    assert main(["run", str(BRICK), "-T", "1", "--device", "cpu"]) == 0
+    assert main(["run", str(BRICK), "-T", "1", "--device", "cpu", "--backend", "int8-auto"]) == 0
     out = capsys.readouterr().out
     assert "12 qubits" in out and "int8-auto (T = 1 bits) on cpu" in out
     assert "splits    {" in out and "peak working memory" in out and "top 8 probabilities" in out
+
+
+def test_run_defaults_to_auto(capsys):
+    assert main(["run", str(BRICK), "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "backend   auto (T = 1 bits) on cpu; blocks by backend: zgemm 10" in out
 
 
 def test_run_shots_counts_and_json_output(tmp_path, capsys):

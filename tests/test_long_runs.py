@@ -247,9 +247,9 @@ def test_signal_stops_a_trajectory_run_and_writes_partial_counts(tmp_path, sig, 
     exe = shutil.which("ozsim", path=str(Path(sys.executable).parent))
     assert exe, "the ozsim console script is not installed next to this Python"
     qasm, out = tmp_path / "slow.qasm", tmp_path / "r.json"
-    qasm.write_text(_branching_circuit(14, 20))  # about a second a shot: minutes in all
+    qasm.write_text(_branching_circuit(14, 20))  # int8-auto: about a second a shot, minutes
     proc = subprocess.Popen([exe, "run", str(qasm), "--shots", "300", "--seed", "1", "--device",
-                             "cpu", "--output", str(out)],
+                             "cpu", "--backend", "int8-auto", "--output", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(6)  # start-up (imports) takes about 2 s

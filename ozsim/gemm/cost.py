@@ -61,10 +61,11 @@ class CostModel:
         return self._model_time(num_qubits, d) + self.overhead
 
     def _model_time(self, num_qubits: int, d: int) -> float:
+        d = max(d, 1)  # a 0-qubit block (a global phase) costs a 1-qubit gate's pass
         cached = 32.0 * 2.0**num_qubits <= self.cache_bytes
         bandwidth = self.cache_bandwidth if cached else self.bandwidth
         one_pass = d <= self.one_pass_qubits
-        if one_pass and d <= len(self.one_pass_passes):
+        if one_pass and 0 < d <= len(self.one_pass_passes):
             return self.one_pass_passes[d - 1] * 32.0 * 2.0**num_qubits / bandwidth
         passes, rate = (1.0, self.one_pass_rate) if one_pass else (self.passes, self.gemm_rate)
         mem = passes * 32.0 * 2.0**num_qubits / bandwidth
