@@ -51,6 +51,38 @@ def test_one_pass_zgemm_gate_matches_the_oracle_on_every_kind_of_target(d):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("d", [3, 4, 5, 6, 7])
+@pytest.mark.parametrize("options", [None, {"ASYNC": 0}, {"ASYNC": 0, "A_SMEM": 1},
+                                     {"STAGES": 2}, {"STAGES": 3, "A_SMEM": 1}, {"NC": 32}])
+def test_tensor_core_zgemm_gate_matches_the_oracle(d, options, monkeypatch):
+    """dense_gate_mma.cu with each of its loaders, stage counts and homes of A: a partial tile,
+    one tile per block, and (n = 19 at d = 3) blocks that loop over several tiles."""
+    cp = cupy_or_skip()
+    from ozsim.gemm import native_gate
+
+    if options is not None:
+        if d == 7 and options.get("A_SMEM"):
+            pytest.skip("A of a 7-qubit gate (512 KiB) does not fit in shared memory")
+        if d == 3 and options.get("NC") == 32:
+            pytest.skip("at d = 3 the 8 warps span 64 columns")
+        monkeypatch.setitem(native_gate.MMA_OPTIONS, d, options)
+        if native_gate.mma_smem_bytes(d) > cp.cuda.Device().attributes[
+                "MaxSharedMemoryPerBlockOptin"]:
+            pytest.skip(f"{options} needs more shared memory than a block has at d = {d}")
+    rng = np.random.default_rng(10 * d + (0 if options is None else len(options)))
+    for n in (d + 1, 14, 19 if d == 3 else 15):
+        psi0 = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+        psi0 /= np.linalg.norm(psi0)
+        for qubits in (tuple(range(d)), tuple(int(q) for q in rng.choice(n, d, replace=False))):
+            u = haar_unitary(1 << d, rng)
+            psi = cp.asarray(psi0)
+            native_gate.apply_dense_mma(psi, cp.asarray(u), qubits)
+            got = psi.get()
+            assert np.isfinite(got).all()
+            np.testing.assert_allclose(got, _reference(psi0, u, qubits), rtol=0, atol=1e-14)
+
+
+@pytest.mark.gpu
 def test_one_pass_follows_the_engines_layout_and_agrees_with_the_gemm_path():
     cp = cupy_or_skip()
     rng = np.random.default_rng(3)

@@ -1,15 +1,24 @@
-"""One-pass dense gates in FP64 on the GPU: the ``zgemm`` backend's kernel for ``d <= 6``.
+"""One-pass dense gates in FP64 on the GPU: the ``zgemm`` backend's kernels for ``d <= 6``.
 
 Private; imported only when a CuPy state meets a gate of at most :data:`MAX_QUBITS` qubits. A
 gate through cuBLAS ZGEMM costs a transposing copy of the state plus the GEMM's read and write
-(2.2x to 6.4x the time of one read and one write of the state at d <= 8 on an H100); this kernel
-reads each amplitude group through the target qubits' bit positions, multiplies it by the gate
-in registers and writes it back in place: one read and one write of the state, no second
-buffer. The algorithm and its memory-access argument are in ``kernels/dense_gate.cu``.
+(2.2x to 6.4x the time of one read and one write of the state at d <= 8 on an H100); these
+kernels read each amplitude group through the target qubits' bit positions, multiply it by the
+gate and write it back in place: one read and one write of the state, no second buffer.
 
-The products are FP64 fused multiply-adds in a fixed order (column 0 first), the same
-arithmetic as a textbook complex matrix-vector product; they agree with cuBLAS or BLAS ZGEMM to
-rounding (not bitwise: BLAS libraries order their sums in their own ways).
+- ``d <= 3``: :func:`apply_dense_cuda_cores` (``kernels/dense_gate.cu``), FP64 fused
+  multiply-adds on CUDA cores, a thread per group, the gate in constant memory;
+- ``4 <= d <= 6``: :func:`apply_dense_mma` (``kernels/dense_gate_mma.cu``), FP64 tensor-core
+  products (``mma.sync m8n8k4 f64``) on tiles of 32 or 64 groups staged in shared memory: at
+  ``8 * 2**d`` flops an amplitude the CUDA cores fall behind the memory from d = 4 on.
+
+On an H200 (floor = one read and one write of a 2**30 state, 8.1 ms): 1.05x (d = 3, CUDA cores),
+1.17x, 1.65x, 2.78x (d = 4, 5, 6, tensor cores; the CUDA-core kernel took 1.50x, 3.54x, 10.9x),
+cuStateVec's ``custatevecApplyMatrix`` 1.02x, 1.23x, 1.34x, 1.50x in the same run
+(``benchmarks/RESULTS.md``).
+
+The products are FP64 fused multiply-adds in a fixed order; they agree with cuBLAS or BLAS ZGEMM
+to rounding (not bitwise: BLAS libraries order their sums in their own ways).
 """
 
 from __future__ import annotations
@@ -19,14 +28,20 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
-from ._gpu import raw_module
+from ._gpu import _sms, raw_module
 
-__all__ = ["MAX_QUBITS", "apply_dense"]
+__all__ = ["MAX_QUBITS", "MMA_QUBITS", "apply_dense", "apply_dense_cuda_cores",
+           "apply_dense_mma", "mma_fragments", "mma_smem_bytes"]
 
-#: Largest gate the one-pass kernel takes (its 64 KiB of constant memory holds a 64 x 64 gate).
+#: Largest gate the one-pass kernels take.
 MAX_QUBITS = 6
+#: Gate sizes of the FP64 tensor-core (DMMA) kernel, ``kernels/dense_gate_mma.cu``.
+MMA_QUBITS = range(3, 8)
+#: Smallest gate :func:`apply_dense` sends to the tensor-core kernel.
+MMA_FROM = 4
 _THREADS = 256
 _SOURCE = Path(__file__).parent / "kernels" / "dense_gate.cu"
+_MMA_SOURCE = Path(__file__).parent / "kernels" / "dense_gate_mma.cu"
 _MEMCPY_D2D = 3  # cudaMemcpyDeviceToDevice
 
 
@@ -34,8 +49,96 @@ def _module(d: int, device: int):
     return raw_module(_SOURCE, ("-std=c++17", f"-DGATE_QUBITS={d}"))
 
 
+def _mma_columns(d: int) -> int:
+    """Columns (amplitude groups) per tile of ``dense_gate_mma.cu`` (its ``NC``)."""
+    return 32 if d >= 7 else 64
+
+
+#: Options of ``dense_gate_mma.cu`` per d, the fastest measured on an H200 at N = 30: register
+#: loads one tile ahead at d = 4 and 6 (1.17x, 2.78x the floor; cp.async with 2 or 3 stages:
+#: 1.23-1.58x, 2.96-3.04x), cp.async two stages at d = 5 (1.65x; registers 1.71x); A in shared
+#: memory from d = 5 (at d = 6 without it 3.15-3.6x).
+MMA_OPTIONS: dict = {4: {"ASYNC": 0}, 5: {"STAGES": 2, "A_SMEM": 1}, 6: {"ASYNC": 0, "A_SMEM": 1},
+                     7: {"STAGES": 2}}
+
+
+def _mma_options(d: int) -> tuple:
+    return tuple(f"-D{k}={v}" for k, v in MMA_OPTIONS.get(d, {}).items())
+
+
+def mma_smem_bytes(d: int) -> int:
+    """Dynamic shared memory of ``dense_gate_mma.cu``: ``STAGES`` B tiles (``NC`` columns of
+    ``2**(d+1) + 4`` doubles) with their ``NC`` column bases and, with A_SMEM, A's fragments,
+    bytes."""
+    opts = MMA_OPTIONS.get(d, {})
+    nc, r = opts.get("NC", _mma_columns(d)), 2 << d
+    a = r * r * 8 if opts.get("A_SMEM") else 0
+    stages = opts.get("STAGES", 3) if opts.get("ASYNC", 1) else 1
+    return stages * (nc * (r + 4) + nc) * 8 + a
+
+
+def mma_fragments(matrix):
+    """The real form of a gate as m8n8k4 f64 A fragments of ``kernels/dense_gate_mma.cu``.
+
+    Args:
+        matrix: ``(K, K)`` complex128 CuPy array, ``K = 2**d >= 8``.
+
+    Returns:
+        ``(2K / 8, 2K / 4, 32)`` float64 CuPy array: m tile ``t``, k step ``ks``, lane ``l``
+        holds row ``l // 4`` of the tile, column ``4 ks + l % 4`` (PTX ISA, "Matrix Fragments
+        for mma.m8n8k4 with .f64") of the real matrix M with ``[Re y; Im y] = M x``: tile ``2j``
+        holds the rows of Re, tile ``2j + 1`` those of Im of members ``8j .. 8j + 7``; column
+        ``2 m`` multiplies Re and column ``2 m + 1`` Im of input member ``m`` (the order of B in
+        shared memory, where each amplitude is copied as it lies).
+    """
+    k = matrix.shape[0]
+    ur, ui = matrix.real, matrix.imag
+    rows_re = cp.stack([ur, -ui], axis=2).reshape(k, 2 * k)  # Re y_r = sum Ur x_re - Ui x_im
+    rows_im = cp.stack([ui, ur], axis=2).reshape(k, 2 * k)   # Im y_r = sum Ui x_re + Ur x_im
+    emb = cp.stack([rows_re.reshape(k // 8, 8, 2 * k), rows_im.reshape(k // 8, 8, 2 * k)], axis=1)
+    emb = emb.reshape(k // 4, 8, k // 2, 4).transpose(0, 2, 1, 3)
+    return cp.ascontiguousarray(emb, dtype=cp.float64)
+
+
+def apply_dense_mma(psi, matrix, positions) -> None:
+    """``psi <- U psi`` on the target qubits at ``positions``, in place, in one pass, by FP64
+    tensor-core products (``kernels/dense_gate_mma.cu``); arguments as :func:`apply_dense`,
+    ``d`` in :data:`MMA_QUBITS`.
+
+    Raises:
+        ValueError: as :func:`apply_dense`.
+    """
+    d = _check(psi, matrix, positions, MMA_QUBITS)
+    mod = raw_module(_MMA_SOURCE, ("-std=c++17", f"-DGATE_QUBITS={d}") + _mma_options(d))
+    kernel = mod.get_function("dense_gate_mma")
+    smem = mma_smem_bytes(d)
+    if kernel.max_dynamic_shared_size_bytes < smem:
+        kernel.max_dynamic_shared_size_bytes = smem
+    frags = mma_fragments(cp.ascontiguousarray(matrix, dtype=cp.complex128))
+    groups = psi.size >> d
+    nc = MMA_OPTIONS.get(d, {}).get("NC", _mma_columns(d))
+    blocks = int(max(1, min(-(-groups // nc), 4 * _sms())))
+    pos = [int(p) for p in positions] + [0] * (7 - d)
+    kernel((blocks,), (_THREADS,), (psi, np.int64(groups), *(np.int32(p) for p in pos), frags),
+           shared_mem=smem)
+
+
+def _check(psi, matrix, positions, sizes) -> int:
+    d = len(positions)
+    n = int(psi.size).bit_length() - 1
+    if d not in sizes or d >= n:
+        raise ValueError(f"the one-pass kernel takes {sizes.start}..{sizes.stop - 1} targets "
+                         f"below n = {n}; got {d}")
+    if len(set(positions)) != d or not all(0 <= int(p) < n for p in positions):
+        raise ValueError(f"target bit positions must be distinct and in 0..{n - 1}: {positions}")
+    if tuple(matrix.shape) != (1 << d, 1 << d) or psi.size != 1 << n:
+        raise ValueError(f"shapes do not match: state {psi.shape}, gate {matrix.shape}")
+    return d
+
+
 def apply_dense(psi, matrix, positions) -> None:
-    """``psi <- U psi`` on the target qubits at ``positions``, in place, in one pass.
+    """``psi <- U psi`` on the target qubits at ``positions``, in place, in one pass: the
+    CUDA-core kernel below d = :data:`MMA_FROM`, the tensor-core kernel from there.
 
     Args:
         psi: ``(2**n,)`` complex128 CuPy array, C-contiguous (the state in the engine's buffer
@@ -48,15 +151,20 @@ def apply_dense(psi, matrix, positions) -> None:
         ValueError: ``d`` out of range, repeated or out-of-range positions, or shapes that do
             not match.
     """
-    d = len(positions)
-    n = int(psi.size).bit_length() - 1
-    if not 1 <= d <= MAX_QUBITS or d >= n:
-        raise ValueError(f"the one-pass kernel takes 1..{MAX_QUBITS} targets below n = {n}; "
-                         f"got {d}")
-    if len(set(positions)) != d or not all(0 <= int(p) < n for p in positions):
-        raise ValueError(f"target bit positions must be distinct and in 0..{n - 1}: {positions}")
-    if tuple(matrix.shape) != (1 << d, 1 << d) or psi.size != 1 << n:
-        raise ValueError(f"shapes do not match: state {psi.shape}, gate {matrix.shape}")
+    if MMA_FROM <= len(positions) <= MAX_QUBITS:
+        apply_dense_mma(psi, matrix, positions)
+    else:
+        apply_dense_cuda_cores(psi, matrix, positions)
+
+
+def apply_dense_cuda_cores(psi, matrix, positions) -> None:
+    """:func:`apply_dense` by FP64 fused multiply-adds on CUDA cores (``kernels/dense_gate.cu``),
+    any ``1 <= d <= MAX_QUBITS``.
+
+    Raises:
+        ValueError: as :func:`apply_dense`.
+    """
+    d = _check(psi, matrix, positions, range(1, MAX_QUBITS + 1))
     mod = _module(d, cp.cuda.Device().id)
     u = cp.ascontiguousarray(matrix, dtype=cp.complex128)
     stream = cp.cuda.get_current_stream()

@@ -117,8 +117,9 @@ class Scheme:
 # last-level cache see about 4x the bandwidth.
 # GPU (H100, N = 28, benchmarks/RESULTS.md): 3.35 TB/s; native ZGEMM 2 passes and 50 TFLOP/s;
 # scheme I ~20 passes (the INT32 planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
-# ~60 TFLOP/s at d = 12. One-pass kernels (H100, N = 30, benchmarks/gate_bench.py): native FP64
-# at the floor up to d = 4 and ~1e13 flop/s of ZGEMM-equivalent work at d = 5; scheme I
+# ~60 TFLOP/s at d = 12. One-pass kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to
+# 1.05 times one pass at d <= 3 (CUDA cores), 1.17, 1.65, 2.78 at d = 4, 5, 6 (tensor cores, an
+# H200; the GEMM path took 3.6 at d = 6); scheme I (H100)
 # (int8-auto at T = 1, s = 8, statistics pass included) 3.1 and 4.8 times one pass at d = 1, 2
 # (the CUDA-core kernel), 2.8 to 4.5 at d = 3..6 (the tensor-core one); scheme II
 # (int8-crt-auto at T = 0) 15.6 and 7.2 at d = 1, 2 (CUDA cores), 6.2 and 6.1 at d = 3, 4
@@ -130,13 +131,13 @@ SCHEMES: tuple[Scheme, ...] = (
         names=(BackendName("zgemm", "zgemm", "native complex128 GEMM (the baseline)"),),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8, 32e6, 4e10),
-               "gpu": CostModel(3.35e12, 5.0e13, 2, 1e-5, 10, one_pass_qubits=5,
-                                one_pass_rate=1.0e13)},
+               "gpu": CostModel(3.35e12, 5.0e13, 2, 1e-5, 10, one_pass_qubits=6,
+                                one_pass_passes=(1.02, 1.02, 1.05, 1.17, 1.65, 2.78))},
         accuracy="FP64 rounding of the BLAS; no knobs",
         reference="BLAS / cuBLAS zgemm",
         run=native.run,
         prepare=native.prepare,
-        one_pass_qubits={"gpu": 5},  # (the kernel takes 6; the GEMM path was faster there)
+        one_pass_qubits={"gpu": 6},
         apply_one_pass=native.apply_one_pass,
     ),
     Scheme(

@@ -1,0 +1,237 @@
+// One-pass dense gate in FP64 on the tensor cores (DMMA), 3 <= d <= 7: psi <- U psi in place,
+// in one read and one write of the state: the zgemm backend's kernel where CUDA-core FP64 runs
+// out of arithmetic (8 2**d flops an amplitude; the CUDA-core kernel, dense_gate.cu, keeps d <= 3).
+//
+// The state viewed as B = (2**d, 2**(n-d)) through the target qubits (one column per amplitude
+// group, gate_groups.cuh). A block takes a tile of NC consecutive columns at a time (a
+// persistent grid):
+//   1. load: TPC threads per column read its K amplitudes (MPT each: members sq, sq + TPC, ...)
+//      straight from psi into shared memory as B[column][kk], kk = 2 m + part (Re, Im of member
+//      m, each amplitude as it lies; LD = 2K + 4 doubles a column, so that the fragment loads of
+//      a half-warp hit 16 distinct 8-byte banks), the next tiles' while this tile's products
+//      run: ASYNC = 1 by cp.async (16 bytes, no registers) STAGES - 1 tiles ahead, ASYNC = 0
+//      through registers one tile ahead;
+//   2. products: the real form M of U (2K x 2K, [Re y; Im y] = M [x interleaved]) times B by
+//      mma.sync m8n8k4 f64 (FP64 fused multiply-adds, k in order), M's rows ordered so that m
+//      tile 2j holds the real and m tile 2j + 1 the imaginary rows of members 8j .. 8j + 7, as
+//      ready-made A fragments (ozsim.gemm.native_gate.mma_fragments) in global memory (L1) or,
+//      A_SMEM = 1, copied to shared memory once per block; 8 warps in a WGM x WGN grid, each
+//      with WMT x WNT accumulator tiles;
+//   3. write: a thread's accumulators of m tiles 2j and 2j + 1 are Re and Im of the same output
+//      amplitudes (member 8j + lane / 4, two columns): stored straight to psi, no staging.
+//
+// Options: -DGATE_QUBITS=d (3..7), -DASYNC, -DSTAGES (default 3), -DA_SMEM, -DNC (columns a
+// tile). Dynamic shared memory: STAGES (NC LD + NC) 8 bytes (one stage with ASYNC = 0), plus
+// R R 8 with A_SMEM (ozsim.gemm.native_gate.mma_smem_bytes). Measured per d on an H200
+// (benchmarks/RESULTS.md): the options ozsim.gemm.native_gate.MMA_OPTIONS gives.
+
+#ifndef GATE_QUBITS
+#error "GATE_QUBITS must be defined (3..7)"
+#endif
+#define D GATE_QUBITS
+#define K (1 << D)
+#define R (2 * K)                            // rows and inner dimension of the real embedding
+#define LD (R + 4)                           // doubles a column of B in shared memory
+#define KST (R / 4)                          // k steps of the m8n8k4 mma
+#define MT8 (R / 8)                          // m tiles (8 rows)
+#define THREADS 256
+#ifndef NC
+#define NC (D >= 7 ? 32 : 64)                // columns (amplitude groups) per tile
+#endif
+#define TPC (THREADS / NC)                   // threads per column
+#define MPT (K / TPC)                        // members per thread
+#define NT8 (NC / 8)                         // n tiles (8 columns)
+#define WGM_MAX (D >= 7 ? 8 : 4)
+#define WGM (MT8 / 2 < WGM_MAX ? MT8 / 2 : WGM_MAX)  // warps along m
+#define WGN (8 / WGM)                        // warps along n
+#define WMT (MT8 / WGM)                      // m tiles a warp (even: Re and Im pairs)
+#define WNT (NT8 / WGN)                      // n tiles a warp
+#ifndef STAGES
+#define STAGES 3
+#endif
+#ifndef ASYNC
+#define ASYNC 1                              // loads by cp.async (else registers, one tile ahead)
+#endif
+#if !ASYNC
+#undef STAGES
+#define STAGES 1
+#endif
+#ifndef A_SMEM
+#define A_SMEM 0                             // A's fragments copied to shared memory (R*R*8 B)
+#endif
+#include "gate_groups.cuh"
+static_assert(MPT >= 1 && WNT >= 1 && NT8 % WGN == 0 && MT8 % WGM == 0 && WMT % 2 == 0,
+              "tile shape: NC too small for this d");
+
+__device__ __forceinline__ void dmma(double (&c)[2], double a, double b)
+{
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+d"(c[0]), "+d"(c[1])
+                 : "d"(a), "d"(b));
+}
+
+// the group (within the tile) that tile column col holds: (col & ~7) | 4 (col & 1) | (col >> 1) & 3,
+// so that the 4 lanes writing one member's accumulators (columns 2q + h) write 4 consecutive
+// groups (whole 32-byte sectors where the lowest qubit is not a target)
+__device__ __forceinline__ int tile_group(int col)
+{
+    return (col & ~7) | ((col & 1) << 2) | ((col >> 1) & 3);
+}
+
+// 16 bytes global -> shared, asynchronously; zeros when !live
+__device__ __forceinline__ void copy16(double* dst, const double2* src, bool live)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(d), "l"(src), "r"(live ? 16 : 0));
+}
+
+// the thread's MPT members (sq, sq + TPC, ...) of tile column col into stage buffer b; its
+// column base into cb[col] (-1 past the last group)
+__device__ __forceinline__ void issue_tile(const double2* __restrict__ psi, long long tile,
+                                           long long groups, const int (&sorted)[D], int col,
+                                           int sq, const long long* moff, double* b,
+                                           long long* cb)
+{
+    const long long gc = tile * NC + tile_group(col);
+    const bool live = gc < groups;
+    const long long base = live ? group_base(gc, sorted) : 0;
+#pragma unroll
+    for (int i = 0; i < MPT; ++i) {
+        const int m = i * TPC + sq;
+        copy16(b + col * LD + 2 * m, psi + base + (live ? moff[m] : 0), live);
+    }
+    if (sq == 0) cb[col] = live ? base : -1;
+}
+
+// the register loader (ASYNC = 0): loads of tile column col, then their store to shared memory
+__device__ __forceinline__ long long load_tile(const double2* __restrict__ psi, long long tile,
+                                               long long groups, const int (&sorted)[D], int col,
+                                               int sq, const long long* moff, double2 (&x)[MPT])
+{
+    const long long gc = tile * NC + tile_group(col);
+    const bool live = gc < groups;
+    const long long base = live ? group_base(gc, sorted) : 0;
+#pragma unroll
+    for (int i = 0; i < MPT; ++i)
+        x[i] = live ? psi[base + moff[i * TPC + sq]] : make_double2(0.0, 0.0);
+    return live ? base : -1;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3,
+               int p4, int p5, int p6, const double* __restrict__ afrag)
+{
+    extern __shared__ double smem[];
+    double* bs = smem;                                         // STAGES B tiles, NC x LD each
+    long long* cbase = (long long*)(smem + STAGES * NC * LD);  // STAGES x NC column bases
+    __shared__ long long moff[K];
+    const int pos[7] = {p0, p1, p2, p3, p4, p5, p6};
+    for (int c = threadIdx.x; c < K; c += THREADS) {
+        long long off = 0;
+#pragma unroll
+        for (int j = 0; j < D; ++j) off += ((c >> j) & 1) ? (1LL << pos[j]) : 0;
+        moff[c] = off;
+    }
+#if A_SMEM
+    double* as = smem + STAGES * (NC * LD + NC);               // A's fragments, R x R
+    for (int i = threadIdx.x; i < R * R; i += THREADS) as[i] = afrag[i];
+    const double* abase = as;
+#else
+    const double* abase = afrag;
+#endif
+    int sorted[D];
+#pragma unroll
+    for (int j = 0; j < D; ++j) sorted[j] = pos[j];
+#pragma unroll
+    for (int i = 1; i < D; ++i)
+#pragma unroll
+        for (int j = i; j > 0; --j)
+            if (sorted[j] < sorted[j - 1]) { int t = sorted[j]; sorted[j] = sorted[j - 1]; sorted[j - 1] = t; }
+    __syncthreads();
+
+    const int col = threadIdx.x / TPC, sq = threadIdx.x % TPC;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int wm = warp / WGN, wn = warp % WGN;
+    const long long tiles = (groups + NC - 1) / NC;
+    const double* ap = abase + (long long)(wm * WMT) * KST * 32 + lane;
+    const int boff = ((wn * WNT) * 8 + (lane >> 2)) * LD + (lane & 3);
+
+#if ASYNC
+    // prologue: the first STAGES - 1 tiles of this block in flight (an empty group past the end)
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; ++st) {
+        const long long t = blockIdx.x + (long long)st * gridDim.x;
+        if (t < tiles) issue_tile(psi, t, groups, sorted, col, sq, moff, bs + st * NC * LD, cbase + st * NC);
+        asm volatile("cp.async.commit_group;\n" ::);
+    }
+#else
+    double2 x[MPT];
+    long long xbase = -1;
+    if (blockIdx.x < tiles) xbase = load_tile(psi, blockIdx.x, groups, sorted, col, sq, moff, x);
+#endif
+    int stage = 0;
+    for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+#if ASYNC
+        asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
+        __syncthreads();  // this tile's B has landed; the previous tile's products are done
+        {   // refill the buffer the previous tile used: the tile STAGES - 1 ahead
+            const long long t = tile + (long long)(STAGES - 1) * gridDim.x;
+            const int st = (stage + STAGES - 1) % STAGES;
+            if (t < tiles) issue_tile(psi, t, groups, sorted, col, sq, moff, bs + st * NC * LD, cbase + st * NC);
+            asm volatile("cp.async.commit_group;\n" ::);
+        }
+#else
+        __syncthreads();  // the previous tile's products and writes are done
+#pragma unroll
+        for (int i = 0; i < MPT; ++i)
+            *(double2*)&bs[col * LD + 2 * (i * TPC + sq)] = x[i];
+        if (sq == 0) cbase[col] = xbase;
+        __syncthreads();
+        if (tile + gridDim.x < tiles)
+            xbase = load_tile(psi, tile + gridDim.x, groups, sorted, col, sq, moff, x);
+#endif
+        const double* bp = bs + stage * NC * LD + boff;
+        const long long* cb = cbase + stage * NC;
+
+        double acc[WMT][WNT][2];
+#pragma unroll
+        for (int mi = 0; mi < WMT; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < WNT; ++ni) acc[mi][ni][0] = acc[mi][ni][1] = 0.0;
+#pragma unroll 4
+        for (int ks = 0; ks < KST; ++ks) {
+            double a[WMT], b[WNT];
+#pragma unroll
+            for (int mi = 0; mi < WMT; ++mi) {
+#if A_SMEM
+                a[mi] = ap[(mi * KST + ks) * 32];
+#else
+                a[mi] = __ldg(ap + (mi * KST + ks) * 32);
+#endif
+            }
+#pragma unroll
+            for (int ni = 0; ni < WNT; ++ni) b[ni] = bp[ni * 8 * LD + ks * 4];
+#pragma unroll
+            for (int mi = 0; mi < WMT; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < WNT; ++ni) dmma(acc[mi][ni], a[mi], b[ni]);
+        }
+#pragma unroll
+        for (int mi = 0; mi < WMT; mi += 2) {
+            const long long off = moff[8 * ((wm * WMT + mi) / 2) + (lane >> 2)];
+#pragma unroll
+            for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const long long base = cb[(wn * WNT + ni) * 8 + 2 * (lane & 3) + h];
+                    if (base >= 0)
+                        psi[base + off] = make_double2(acc[mi][ni][h], acc[mi + 1][ni][h]);
+                }
+        }
+        stage = (stage + 1) % STAGES;
+    }
+#if ASYNC
+    asm volatile("cp.async.wait_all;\n" ::);
+#endif
+}
