@@ -45,6 +45,7 @@ OPTIONS = {
     "ozaki2/kernels/products_wgmma.cu": ["-std=c++17", "-DBM=128", "-DBN=256", "-DBK=128",
                                          "-DSTAGES=4"],
     "gemm/kernels/dense_gate.cu": ["-std=c++17", "-DGATE_QUBITS=4"],
+    "gemm/kernels/dense_gate_mma.cu": ["-std=c++17", "-DGATE_QUBITS=5", "-DSTAGES=2", "-DA_SMEM=1"],
     "gemm/kernels/int8_gate.cu": ["-std=c++17", "-DGATE_QUBITS=2", "-DSPLITS=8"],
     "gemm/kernels/int8_gate_mma.cu": ["-std=c++17", "-DGATE_QUBITS=4", "-DSPLITS=8"],
     "gemm/kernels/crt_gate.cu": ["-std=c++17", *_CRT, "-DGATE_QUBITS=2", "-DNMOD=14",
