@@ -127,12 +127,7 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
     long long* cbase = (long long*)(smem + STAGES * NC * LD);  // STAGES x NC column bases
     __shared__ long long moff[K];
     const int pos[7] = {p0, p1, p2, p3, p4, p5, p6};
-    for (int c = threadIdx.x; c < K; c += THREADS) {
-        long long off = 0;
-#pragma unroll
-        for (int j = 0; j < D; ++j) off += ((c >> j) & 1) ? (1LL << pos[j]) : 0;
-        moff[c] = off;
-    }
+    for (int c = threadIdx.x; c < K; c += THREADS) moff[c] = member_offset(c, pos);
 #if A_SMEM
     double* as = smem + STAGES * (NC * LD + NC);               // A's fragments, R x R
     for (int i = threadIdx.x; i < R * R; i += THREADS) as[i] = afrag[i];
@@ -141,13 +136,7 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
     const double* abase = afrag;
 #endif
     int sorted[D];
-#pragma unroll
-    for (int j = 0; j < D; ++j) sorted[j] = pos[j];
-#pragma unroll
-    for (int i = 1; i < D; ++i)
-#pragma unroll
-        for (int j = i; j > 0; --j)
-            if (sorted[j] < sorted[j - 1]) { int t = sorted[j]; sorted[j] = sorted[j - 1]; sorted[j - 1] = t; }
+    sort_positions(pos, sorted);
     __syncthreads();
 
     const int col = threadIdx.x / TPC, sq = threadIdx.x % TPC;

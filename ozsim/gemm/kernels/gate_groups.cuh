@@ -8,8 +8,9 @@
 #ifndef OZSIM_GATE_GROUPS_CUH
 #define OZSIM_GATE_GROUPS_CUH
 
-// the positions, ascending (insertion sort of D <= 6 values)
-__device__ __forceinline__ void sort_positions(const int (&pos)[6], int (&sorted)[D])
+// the positions, ascending (insertion sort of D <= P values)
+template <int P>
+__device__ __forceinline__ void sort_positions(const int (&pos)[P], int (&sorted)[D])
 {
 #pragma unroll
     for (int j = 0; j < D; ++j) sorted[j] = pos[j];
@@ -30,7 +31,8 @@ __device__ __forceinline__ long long group_base(long long g, const int (&sorted)
     return g;
 }
 
-__device__ __forceinline__ long long member_offset(int c, const int (&pos)[6])
+template <int P>
+__device__ __forceinline__ long long member_offset(int c, const int (&pos)[P])
 {
     long long off = 0;
 #pragma unroll
