@@ -23,6 +23,7 @@ to rounding (not bitwise: BLAS libraries order their sums in their own ways).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import cupy as cp
@@ -138,7 +139,8 @@ def _check(psi, matrix, positions, sizes) -> int:
 
 def apply_dense(psi, matrix, positions) -> None:
     """``psi <- U psi`` on the target qubits at ``positions``, in place, in one pass: the
-    CUDA-core kernel below d = :data:`MMA_FROM`, the tensor-core kernel from there.
+    CUDA-core kernel below d = :data:`MMA_FROM`, the tensor-core kernel from there (where the
+    device has FP64 tensor cores and the shared memory it needs; else the CUDA-core one).
 
     Args:
         psi: ``(2**n,)`` complex128 CuPy array, C-contiguous (the state in the engine's buffer
@@ -151,10 +153,25 @@ def apply_dense(psi, matrix, positions) -> None:
         ValueError: ``d`` out of range, repeated or out-of-range positions, or shapes that do
             not match.
     """
-    if MMA_FROM <= len(positions) <= MAX_QUBITS:
+    d = len(positions)
+    if MMA_FROM <= d <= MAX_QUBITS and _mma_fits(d):
         apply_dense_mma(psi, matrix, positions)
     else:
         apply_dense_cuda_cores(psi, matrix, positions)
+
+
+def _mma_fits(d: int) -> bool:
+    """Whether this device runs ``dense_gate_mma.cu`` at d: FP64 ``mma.sync`` (compute
+    capability 8.0 on) and the shared memory its options need (an A100 has 163 KiB a block, an
+    H100 227 KiB)."""
+    return _device_fits(cp.cuda.Device().id, mma_smem_bytes(d))
+
+
+@functools.lru_cache(maxsize=None)
+def _device_fits(device: int, smem: int) -> bool:
+    dev = cp.cuda.Device(device)
+    return (int(dev.compute_capability) >= 80
+            and smem <= dev.attributes["MaxSharedMemoryPerBlockOptin"])
 
 
 def apply_dense_cuda_cores(psi, matrix, positions) -> None:
