@@ -65,7 +65,7 @@ class CostModel:
         cached = 32.0 * 2.0**num_qubits <= self.cache_bytes
         bandwidth = self.cache_bandwidth if cached else self.bandwidth
         one_pass = d <= self.one_pass_qubits
-        if one_pass and 0 < d <= len(self.one_pass_passes):
+        if one_pass and d <= len(self.one_pass_passes):
             return self.one_pass_passes[d - 1] * 32.0 * 2.0**num_qubits / bandwidth
         passes, rate = (1.0, self.one_pass_rate) if one_pass else (self.passes, self.gemm_rate)
         mem = passes * 32.0 * 2.0**num_qubits / bandwidth

@@ -12,10 +12,10 @@ gate and write it back in place: one read and one write of the state, no second 
   products (``mma.sync m8n8k4 f64``) on tiles of 32 or 64 groups staged in shared memory: at
   ``8 * 2**d`` flops an amplitude the CUDA cores fall behind the memory from d = 4 on.
 
-On an H200 (floor = one read and one write of a 2**30 state, 8.1 ms): 1.05x (d = 3, CUDA cores),
-1.17x, 1.65x, 2.78x (d = 4, 5, 6, tensor cores; the CUDA-core kernel took 1.50x, 3.54x, 10.9x),
-cuStateVec's ``custatevecApplyMatrix`` 1.02x, 1.23x, 1.34x, 1.50x in the same run
-(``benchmarks/RESULTS.md``).
+On an H200 (``benchmarks/gate_bench.py``, N = 30, floor = one read and one write of the state,
+8.15 ms): 1.09x at d = 3 (CUDA cores), 1.20x, 1.63x, 2.76x at d = 4, 5, 6 (tensor cores; the
+CUDA-core kernel took 1.50x, 3.54x, 10.9x), cuStateVec's ``custatevecApplyMatrix`` 1.01x,
+1.08x, 1.30x, 1.42x in the same run (``benchmarks/RESULTS.md``).
 
 The products are FP64 fused multiply-adds in a fixed order; they agree with cuBLAS or BLAS ZGEMM
 to rounding (not bitwise: BLAS libraries order their sums in their own ways).
@@ -51,8 +51,9 @@ def _module(d: int, device: int):
 
 
 def _mma_columns(d: int) -> int:
-    """Columns (amplitude groups) per tile of ``dense_gate_mma.cu`` (its ``NC``)."""
-    return 32 if d >= 7 else 64
+    """Columns (amplitude groups) per tile of ``dense_gate_mma.cu`` (its ``NC``: the option's,
+    else the kernel's default)."""
+    return MMA_OPTIONS.get(d, {}).get("NC", 32 if d >= 7 else 64)
 
 
 #: Options of ``dense_gate_mma.cu`` per d, the fastest measured on an H200 at N = 30: register
@@ -72,7 +73,7 @@ def mma_smem_bytes(d: int) -> int:
     ``2**(d+1) + 4`` doubles) with their ``NC`` column bases and, with A_SMEM, A's fragments,
     bytes."""
     opts = MMA_OPTIONS.get(d, {})
-    nc, r = opts.get("NC", _mma_columns(d)), 2 << d
+    nc, r = _mma_columns(d), 2 << d
     a = r * r * 8 if opts.get("A_SMEM") else 0
     stages = opts.get("STAGES", 3) if opts.get("ASYNC", 1) else 1
     return stages * (nc * (r + 4) + nc) * 8 + a
@@ -117,8 +118,7 @@ def apply_dense_mma(psi, matrix, positions) -> None:
         kernel.max_dynamic_shared_size_bytes = smem
     frags = mma_fragments(cp.ascontiguousarray(matrix, dtype=cp.complex128))
     groups = psi.size >> d
-    nc = MMA_OPTIONS.get(d, {}).get("NC", _mma_columns(d))
-    blocks = int(max(1, min(-(-groups // nc), 4 * _sms())))
+    blocks = int(max(1, min(-(-groups // _mma_columns(d)), 4 * _sms())))
     pos = [int(p) for p in positions] + [0] * (7 - d)
     kernel((blocks,), (_THREADS,), (psi, np.int64(groups), *(np.int32(p) for p in pos), frags),
            shared_mem=smem)
