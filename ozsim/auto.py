@@ -12,8 +12,8 @@ machine's ``ozsim calibrate`` table where one is cached) and answers two questio
 
 The candidates are the auto variants of every registered scheme (``zgemm``, ``int8-auto``,
 ``int8-crt-auto``), each at the run's threshold ``T``: each one meets ``T`` by its own rule
-(native ZGEMM trivially; the INT8 schemes by their mean mantissa loss against FP64, with a native
-fallback where no split or moduli count does), so the choice among them is by cost alone. Fixed
+(native ZGEMM trivially; scheme I by its mean mantissa loss, scheme II by its error bound against
+FP64's, each with a native fallback where no split or moduli count does), so the choice among them is by cost alone. Fixed
 counts (``int8x{s}``, ``int8-crt{N}``) are not candidates: they promise no accuracy. The choice
 depends only on the cost table, the device, N and d, so a run repeats exactly on the same device
 with the same table; ``Result.metadata["auto"]["table"]`` names the table.

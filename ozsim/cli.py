@@ -73,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
         "-T",
         type=float,
         default=1.0,
-        help="INT8-AUTO threshold on the mean mantissa loss, bits (default: 1)",
+        help="threshold of the auto backends, bits (default: 1): int8-auto's mean mantissa "
+        "loss; int8-crt-auto's error bound over FP64's",
     )
     run.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
     run.add_argument(

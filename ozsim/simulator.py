@@ -88,8 +88,9 @@ class RunMetadata(TypedDict, total=False):
         splits: histogram of the GEMMs' choices: ``{num_splits: count}`` (scheme I),
             ``{"crt{N}": count}`` (scheme II, N moduli), ``{"zgemm": count}`` (native).
         fallbacks: GEMMs of an auto backend that ran native ZGEMM (warned once a run).
-        max_mean_loss_bits: the largest mean mantissa loss of any GEMM's operand (signed for
-            ``int8-crt-auto``: :class:`ozsim.gemm.GemmInfo`).
+        max_mean_loss_bits: the largest quantity an auto backend held to ``T``, in bits: the
+            mean mantissa loss of a GEMM's operand (``int8-auto``), ``log2`` of scheme II's
+            error bound over FP64's (``int8-crt-auto``, signed; :class:`ozsim.gemm.GemmInfo`).
         error_bound: a-priori bound on the final state's norm-wise relative error, the sum of
             every GEMM's bound (:mod:`ozsim.gemm.bounds`; for trajectories the sum over every
             branch's gates, a bound for each branch).
@@ -752,7 +753,7 @@ class _Run:
                           f"{self.sim.backend}: the result may not be FP64-accurate; use more "
                           "splits or moduli, an auto backend, or zgemm", RuntimeWarning,
                           stacklevel=4)
-        for loss in (info.mean_loss_a, info.mean_loss_b):
+        for loss in (info.mean_loss_a, info.mean_loss_b, info.bound_bits):
             if loss is not None:
                 self.max_loss = max(self.max_loss, loss)
         self.gates_applied += 1

@@ -17,7 +17,7 @@ import pytest
 import ozsim
 from ozsim.gemm._cu_source import load_source, local_includes
 from ozsim.gemm.ozaki1.scheme import _MAX_EXP_DIFF
-from ozsim.gemm.ozaki2.moduli import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS
+from ozsim.gemm.ozaki2.moduli import LIMB_BITS, NORM_FRAC_BITS
 
 GEMM = Path(ozsim.__file__).parent / "gemm"
 KERNEL_DIRS = (GEMM / "ozaki1" / "kernels", GEMM / "ozaki2" / "kernels", GEMM / "kernels")
@@ -28,7 +28,7 @@ LOADERS = (GEMM / "ozaki1" / "cuda.py", GEMM / "ozaki2" / "cuda.py", GEMM / "oza
            GEMM / "native_gate.py", GEMM / "ozaki1" / "onepass.py", GEMM / "ozaki2" / "onepass.py",
            GEMM.parent / "observables.py")
 
-_CRT = [f"-DNFRAC={NORM_FRAC_BITS}", f"-DALLOW={LOSS_ALLOWANCE_BITS}", f"-DLBITS={LIMB_BITS}"]
+_CRT = [f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}"]
 _RES32 = [f"-DRES32_{name}{m}=1.0f" for m in (0, 1) for name in ("P", "IP")] + [
     f"-DRES32_W{m}_{i}=1.0f" for m in (0, 1) for i in range(5)]
 #: ``-D`` options (one variant each) for compiling a source on its own; the GPU path passes its

@@ -254,19 +254,3 @@ def test_cost_model_takes_measured_one_pass_multiples_where_given():
     assert m.gate_time(20, 2) == pytest.approx(2 * floor)
     assert m.gate_time(20, 3) == pytest.approx(max(floor, 8 * 2**23 / 1e13))  # the rate model
     assert m.gate_time(20, 5) == pytest.approx(20 * floor)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("d", [1, 2, 3, 4])
-def test_int8_crt_auto_statistics_pass_is_the_cpu_loss_moments(d):
-    """The one-read loss moments of scheme II against ozaki2.analyse_rows of B.T (Ozaki's
-    inputs with zeros, a zero group and subnormal amplitudes)."""
-    cp = cupy_or_skip()
-    from ozsim.gemm.ozaki2 import onepass
-    from ozsim.gemm.ozaki2.scheme import analyse_rows
-
-    for psi, qubits, bt in _statistics_cases(50 + d, d):
-        want = analyse_rows(bt)[1]
-        got = onepass.loss_moments(cp.asarray(psi), qubits)
-        assert want[0] > 0
-        np.testing.assert_array_equal(got, want)

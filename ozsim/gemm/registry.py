@@ -10,7 +10,7 @@ fusion's cost model (:func:`cost_model`) all read :data:`SCHEMES`. Adding a sche
 ``int8x{s}``       Ozaki scheme I over INT8 with ``s`` = 3..18 slices ([ozIMMU] Alg. 3-4, Sec. 4.4)
 ``int8-auto``      INT8-AUTO: the fewest slices whose mean mantissa loss is ``<= T`` bits
 ``int8-crt{N}``    Ozaki scheme II over INT8 with ``N`` = 2..20 moduli (3N INT8 GEMMs, Karatsuba)
-``int8-crt-auto``  scheme II with the fewest moduli whose mean loss is ``<= T`` bits
+``int8-crt-auto``  scheme II with the fewest moduli whose error bound is ``<= 2**T`` FP64's
 =================  ================================================================================
 """
 
@@ -122,8 +122,8 @@ class Scheme:
 # H200; the GEMM path took 3.6 at d = 6); scheme I (H100)
 # (int8-auto at T = 1, s = 8, statistics pass included) 3.1 and 4.8 times one pass at d = 1, 2
 # (the CUDA-core kernel), 2.8 to 4.5 at d = 3..6 (the tensor-core one); scheme II
-# (int8-crt-auto at T = 0) 15.6 and 7.2 at d = 1, 2 (CUDA cores), 6.2 and 6.1 at d = 3, 4
-# (tensor cores; N = 28).
+# (int8-crt-auto at T = 0: 15 moduli for a Haar gate, no statistics pass; an H200) 21.3 and 9.3
+# at d = 1, 2 (CUDA cores), 8.0 and 8.1 at d = 3, 4 (tensor cores).
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native",
@@ -166,15 +166,15 @@ SCHEMES: tuple[Scheme, ...] = (
         names=(
             BackendName("int8-crt{N}", "int8-crt", "scheme II with N moduli: 3N INT8 GEMMs and a "
                         "CRT reconstruction", (MIN_MODULI, MAX_MODULI), "moduli", check_count=14),
-            BackendName("int8-crt-auto", "int8-crt-auto", "fewest moduli with mean loss <= T "
-                        "bits against FP64 (native ZGEMM if none <= 20)", auto=True),
+            BackendName("int8-crt-auto", "int8-crt-auto", "fewest moduli whose error bound is "
+                        "<= 2**T times FP64's (native ZGEMM if none <= 20)", auto=True),
         ),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=4,
-                                one_pass_passes=(15.6, 7.2, 6.2, 6.1))},
+                                one_pass_passes=(21.3, 9.3, 8.0, 8.1))},
         accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
-                 "T = 0 no worse than FP64 on Ozaki's inputs",
+                 "T = 0: norm-wise error bound no larger than FP64's",
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",
         run=ozaki2_backend.run,
         prepare=ozaki2_backend.prepare,

@@ -21,12 +21,8 @@
 // (the modulus loop index is the same across a warp: uniform loads).
 // NaN or Inf in a group sets *flag (the caller raises NonFiniteError).
 //
-// crt_gate_stats: int8-crt-auto's loss moments of B in one read (ozaki2.analyse_rows of B.T:
-// count = nonzero scalars, total = sum over columns of nnz (f + ALLOW - a) minus the sum of the
-// scalars' frexp exponents, a = min(ALLOW, floor(log2(nnz) / 2))); NaN/Inf set *flag.
-//
 // Options: -DGATE_QUBITS=d -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 and the scheme's
-// constants -DNFRAC -DALLOW -DLBITS (ozsim.gemm.ozaki2.moduli).
+// constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli).
 
 #define CRT_GATE_A_RESIDUES  // a_res: [modulus][Ar, Ai][row][k], weighted residues
 #include "crt_gate.cuh"
@@ -132,40 +128,4 @@ crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, in
         const int sh = a_f[r] + f - gsum;
         psi[base + member_offset(r, pos)] = make_double2(ldexp(res[0], sh), ldexp(res[1], sh));
     }
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-crt_gate_stats(const double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3,
-               int p4, int p5, unsigned long long* __restrict__ moments, int* __restrict__ flag)
-{
-    const int pos[6] = {p0, p1, p2, p3, p4, p5};
-    __shared__ unsigned long long sm[2];
-    if (threadIdx.x < 2) sm[threadIdx.x] = 0ull;
-    __syncthreads();
-    int sorted[D];
-    sort_positions(pos, sorted);
-    long long count = 0, total = 0;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
-        const long long base = group_base(g, sorted);
-        double2 x[K];
-        int e, f;
-        if (!load_column(psi, base, pos, x, e, f)) { atomicOr(flag, 1); continue; }
-        int nnz = 0;
-        long long ev = 0;
-#pragma unroll
-        for (int c = 0; c < K; ++c) {
-#pragma unroll
-            for (int part = 0; part < 2; ++part) {
-                const double v = part ? x[c].y : x[c].x;
-                int ex;
-                frexp(v, &ex);  // 0 for v = 0
-                ev += ex;
-                nnz += v != 0.0;
-            }
-        }
-        count += nnz;
-        total += column_loss_sum(nnz, ev, f);
-    }
-    add_moments(sm, moments, count, total);
 }

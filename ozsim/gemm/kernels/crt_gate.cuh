@@ -1,15 +1,15 @@
 // Scheme II pieces of the one-pass gates (crt_gate.cu, crt_gate_mma.cu): the per-modulus
 // constants, a scalar's 13-bit pieces, a residue from them, and the CRT reconstruction of
 // ozaki2._CRTAccumulator's sums; first, the options both kernels take (-DGATE_QUBITS=d, -DNMOD,
-// -DNLIMB, -DROUND and the scheme's constants -DNFRAC -DALLOW -DLBITS), D and K.
+// -DNLIMB, -DROUND and the scheme's constants -DNFRAC -DLBITS), D and K.
 #ifndef OZSIM_CRT_GATE_CUH
 #define OZSIM_CRT_GATE_CUH
 
 #ifndef GATE_QUBITS
 #error "GATE_QUBITS must be defined"
 #endif
-#if !defined(NFRAC) || !defined(ALLOW) || !defined(LBITS)
-#error "the scheme II gate kernels need -DNFRAC, -DALLOW and -DLBITS (ozsim.gemm.ozaki2.moduli)"
+#if !defined(NFRAC) || !defined(LBITS)
+#error "the scheme II gate kernels need -DNFRAC and -DLBITS (ozsim.gemm.ozaki2.moduli)"
 #endif
 #define D GATE_QUBITS
 #define K (1 << D)
@@ -75,28 +75,6 @@ __device__ __forceinline__ double crt_finish(double q, double* dd)
 #pragma unroll
     for (int c = 1; c < NLIMB; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact product
     return v;
-}
-
-// A column's share of analyse_rows' loss-moment sum: nnz nonzero scalars, ev the sum of their
-// frexp exponents, f the column's norm exponent, a = min(ALLOW, floor(log2(nnz) / 2))
-// (ozaki2.loss_allowance): nnz (f + ALLOW - a) - ev
-__device__ __forceinline__ long long column_loss_sum(int nnz, long long ev, int f)
-{
-    int bl;
-    frexp((double)(nnz > 0 ? nnz : 1), &bl);  // bit length
-    const int a = min(ALLOW, (bl - 1) / 2);
-    return (long long)nnz * (f + ALLOW - a) - ev;
-}
-
-// A block's moments [count, sum] (each thread's share) into moments, through the block's sm[2]
-// (zeroed before the first __syncthreads of the kernel)
-__device__ __forceinline__ void add_moments(unsigned long long* sm, unsigned long long* moments,
-                                            long long count, long long total)
-{
-    atomicAdd(&sm[0], (unsigned long long)count);
-    atomicAdd(&sm[1], (unsigned long long)total);  // two's complement: signed sums
-    __syncthreads();
-    if (threadIdx.x < 2) atomicAdd(&moments[threadIdx.x], sm[threadIdx.x]);
 }
 
 #endif  // OZSIM_CRT_GATE_CUH

@@ -19,11 +19,8 @@
 //      rounding (crt_finish), ldexp by fA[row] + f - (gA + gB), written back in place.
 // Same bits as the CPU path. NaN or Inf in a column sets *flag and leaves the column as it was.
 //
-// crt_gate_mma_stats: int8-crt-auto's loss moments of B in one read, as crt_gate_stats, with the
-// same loads.
-//
 // Options: -DGATE_QUBITS=d (3, 4) -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 and the scheme's
-// constants -DNFRAC -DALLOW -DLBITS (ozsim.gemm.ozaki2.moduli). Shared memory (dynamic): A's
+// constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli). Shared memory (dynamic): A's
 // fragments, NMOD * A_STRIDE * 16 bytes, and B's residues, NMOD * NC * W * 4 bytes.
 
 #include "crt_gate.cuh"
@@ -198,52 +195,4 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
         }
         __syncthreads();  // the next tile's split overwrites the residues and the column tables
     }
-}
-
-extern "C" __global__ void __launch_bounds__(THREADS)
-crt_gate_mma_stats(const double2* __restrict__ psi, long long groups, int p0, int p1, int p2,
-                   int p3, int p4, int p5, unsigned long long* __restrict__ moments,
-                   int* __restrict__ flag)
-{
-    __shared__ unsigned long long sm[2];
-    __shared__ long long moff[K];
-    const int pos[6] = {p0, p1, p2, p3, p4, p5};
-    int sorted[D];
-    sort_positions(pos, sorted);
-    member_table(moff, pos);
-    if (threadIdx.x < 2) sm[threadIdx.x] = 0ull;
-    __syncthreads();
-    const int scol = threadIdx.x / TPC, sq = threadIdx.x % TPC;
-    const long long tiles = (groups + NC - 1) / NC;
-    long long count = 0, total = 0;
-    for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        double2 x[MPT];
-        long long base;
-        int e;
-        bool finite;
-        fetch(psi, tile * NC + scol, groups, sorted, sq, moff, x, base);
-        column_scale(x, e, finite);
-        const int f = norm_exponent(x, e);
-        int nnz = 0, ev = 0;  // (|ev| <= 2 K 1074)
-#pragma unroll
-        for (int i = 0; i < MPT; ++i)
-#pragma unroll
-            for (int part = 0; part < 2; ++part) {
-                const double v = part ? x[i].y : x[i].x;
-                int ex;
-                frexp(v, &ex);  // 0 for v = 0
-                ev += ex;
-                nnz += v != 0.0;
-            }
-#pragma unroll
-        for (int o = 1; o < TPC; o <<= 1) {
-            nnz += __shfl_xor_sync(0xffffffffu, nnz, o);
-            ev += __shfl_xor_sync(0xffffffffu, ev, o);
-        }
-        if (base >= 0 && !finite && sq == 0) atomicOr(flag, 1);
-        if (base < 0 || !finite || sq != 0) continue;
-        count += nnz;
-        total += column_loss_sum(nnz, ev, f);
-    }
-    add_moments(sm, moments, count, total);
 }

@@ -10,7 +10,8 @@ __all__ = ["apply_one_pass", "prepare", "run"]
 
 
 def prepare(matrix) -> PreparedCRTOperand:
-    """The gate operand, analysed once (norm exponents, loss moments; residues cached)."""
+    """The gate operand, analysed once (norm exponents, the auto rule's statistics; residues
+    cached)."""
     return PreparedCRTOperand(matrix)
 
 
@@ -28,13 +29,12 @@ def apply_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
     if backend.count is not None:
         plan = fixed_plan(backend.count)
     else:
-        plan = choose_plan(prep.loss_moments, onepass.loss_moments(psi, positions), T)
+        plan = choose_plan(prep.bound_stats, prep.shape[1], T)  # the gate alone decides
     if plan is None:
         native_gate.apply_dense(psi, prep.matrix, positions)
         return GemmInfo(backend.name, None, fallback=True)
     onepass.apply(psi, prep, positions, plan)
-    return GemmInfo(backend.name, None, None, plan.mean_loss_a, plan.mean_loss_b,
-                    num_moduli=plan.num_moduli, kept_bits=(plan.bits_a, plan.bits_b))
+    return _info(backend, plan)
 
 
 def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
@@ -50,5 +50,9 @@ def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
     if plan is None:
         return matmul(getattr(a, "matrix", a), b, out, xp), GemmInfo(backend.name, None,
                                                                       fallback=True)
-    return c, GemmInfo(backend.name, None, None, plan.mean_loss_a, plan.mean_loss_b,
-                       num_moduli=plan.num_moduli, kept_bits=(plan.bits_a, plan.bits_b))
+    return c, _info(backend, plan)
+
+
+def _info(backend, plan) -> GemmInfo:
+    return GemmInfo(backend.name, None, num_moduli=plan.num_moduli,
+                    kept_bits=(plan.bits_a, plan.bits_b), bound_bits=plan.bound_bits)

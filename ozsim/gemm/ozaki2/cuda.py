@@ -10,10 +10,9 @@ only used through ``rint``, which the margin of ``|C'| < (P / 2)(1 - 2**-40)`` m
 ============  ===================================================================================
 stage         what runs
 ============  ===================================================================================
-analyse       (``kernels/analyse.cu``) the ozIMMU exponent ``e`` per row, its nonzero count, the sum
-              of the scalars' exponents and a NaN/Inf flag (pass 1), the exact integer sum of
-              rounded-up squares (pass 2, which needs ``e``), then the norm exponents ``f`` and the
-              loss moments ``[count, sum_j]`` of ``int8-crt-auto``. For ``k <= 8192``
+analyse       (``kernels/analyse.cu``) the ozIMMU exponent ``e`` per row and a NaN/Inf flag
+              (pass 1), the exact integer sum of rounded-up squares (pass 2, which needs ``e``),
+              then the norm exponents ``f``. For ``k <= 8192``
               ``crt_analyse_tile``: one kernel, X read once, a block taking whole rows with their
               values in registers. Above, ``crt_scan`` and ``crt_sumsq`` with k split in segments
               across the GPU (atomics combine integers, so the order is irrelevant), then
@@ -81,9 +80,9 @@ from ...errors import NonFiniteError
 from .. import _gpu
 from .._gpu import raw_module
 from . import wgmma as _crt_wgmma
-from .moduli import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS, crt_constants
+from .moduli import LIMB_BITS, NORM_FRAC_BITS, crt_constants
 
-__all__ = ["GatheredMatrix", "analyse", "analyse_launch", "analyse_pair",
+__all__ = ["GatheredMatrix", "analyse", "analyse_launch",
            "default_workspace_bytes", "deposit_offsets", "int8_crt_zgemm_gpu", "last_stats",
            "residues_gpu", "settle"]
 
@@ -91,8 +90,7 @@ _THREADS = _gpu._THREADS
 #: The CUDA sources of the stages (package data: ``kernels/*.cu``, ``kernels/*.cuh``).
 _KERNELS = Path(__file__).parent / "kernels"
 #: ``-D`` options of every scheme II module (``kernels/crt_common.cuh``): the scheme's constants.
-_CONSTANTS = (f"-DNFRAC={NORM_FRAC_BITS}", f"-DALLOW={LOSS_ALLOWANCE_BITS}",
-              f"-DLBITS={LIMB_BITS}")
+_CONSTANTS = (f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}")
 
 _functions: dict = {}
 #: Bits per exact half of a scaled integer in ``crt_residues`` (``6 * 26 >= 154 = gamma(20)``).
@@ -337,50 +335,45 @@ def _segments(tiles: int, k: int, step: int) -> int:
     return -(-k // nseg)
 
 
-def _analyse_result(host, moments: bool):
-    """The moments (or ``None``) from one row of the analysis counters on the host."""
-    host = host.view(np.int64)
-    if host[3]:
+def _check_flag(host) -> None:
+    """Raise on the NaN/Inf flag of one analysis, on the host."""
+    if host[0]:
         raise NonFiniteError("GEMM operand has NaN or Inf entries")
-    return np.array([host[0], host[1] - host[2]], dtype=np.int64) if moments else None
 
 
-def analyse(x, moments: bool = True):
-    """Norm exponents (and the loss moments) of the rows of ``x`` on the GPU.
+def analyse(x):
+    """Norm exponents of the rows of ``x`` on the GPU.
 
-    Pass 1 finds each row's ozIMMU exponent ``e``, its count of nonzero scalars and the sum of
-    their exponents; pass 2 the exact integer ``S`` of the norm bound; then ``f`` and the
-    moments. For ``k <= 8192`` one kernel (``crt_analyse_tile``) does all three, each block
-    holding whole rows in registers (X read once); above, ``crt_scan`` and ``crt_sumsq`` split
-    k into segments, so that B's columns (``b.T``, rows adjacent in memory) are read by the
-    whole GPU, not one thread per column, and ``crt_fin`` forms ``f``. The same integers either
-    way (maxima, counts and exact integer sums).
+    Pass 1 finds each row's ozIMMU exponent ``e`` (and NaN/Inf); pass 2 the exact integer ``S``
+    of the norm bound; then ``f``. For ``k <= 8192`` one kernel (``crt_analyse_tile``) does all
+    three, each block holding whole rows in registers (X read once); above, ``crt_scan`` and
+    ``crt_sumsq`` split k into segments, so that B's columns (``b.T``, rows adjacent in memory)
+    are read by the whole GPU, not one thread per column, and ``crt_fin`` forms ``f``. The same
+    integers either way (maxima and exact integer sums).
 
     Args:
         x (cupy.ndarray): ``(rows, k)`` complex128, any strides (``b.T`` for B's columns).
-        moments: also compute the loss moments.
 
     Returns:
-        ``(f, mom)``: ``(rows,)`` int32 CuPy, equal to
-        :func:`ozsim.gemm.ozaki2.norm_exponents`; ``(2,)`` int64 **NumPy** ``[count, sum_j]``
-        equal to :func:`ozsim.gemm.ozaki2.analyse_rows`'s (``None`` without ``moments``).
+        ``(rows,)`` int32 CuPy, equal to :func:`ozsim.gemm.ozaki2.norm_exponents`.
 
     Raises:
         NonFiniteError: NaN or Inf in ``x`` (checked on the host after the kernels: one sync).
     """
-    f, acc = analyse_launch(x, moments)
-    return f, _analyse_result(acc.get(), moments)
+    f, flag = analyse_launch(x)
+    _check_flag(flag.get())
+    return f
 
 
-def analyse_launch(x, moments: bool = True):
-    """:func:`analyse`'s kernels on ``x`` without waiting: ``(f, acc)``, ``f`` ``(rows,)``
-    int32 CuPy (usable by later kernels on the stream at once), ``acc`` ``(4,)`` uint64 CuPy
-    ``[count, sum nnz (f + ALLOW - a), sum of exponents, NaN/Inf flag]``, the counters that
-    :func:`settle` brings to the host. ``x`` may be a :class:`GatheredMatrix`."""
+def analyse_launch(x):
+    """:func:`analyse`'s kernels on ``x`` without waiting: ``(f, flag)``, ``f`` ``(rows,)``
+    int32 CuPy (usable by later kernels on the stream at once), ``flag`` ``(1,)`` uint64 CuPy,
+    1 on NaN/Inf, which :func:`settle` brings to the host. ``x`` may be a
+    :class:`GatheredMatrix`."""
     rows, k = x.shape
     tile = 0 < k <= _TILE_K
     f = (cp.empty if tile else cp.zeros)(rows, dtype=cp.int32)  # the tile kernel writes all
-    acc = cp.zeros(4, dtype=cp.uint64)
+    flag = cp.zeros(1, dtype=cp.uint64)
     if rows and k:
         sr, sc, roff, koff = _geometry(x)
         geo = (_data(x), np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), roff, koff)
@@ -392,61 +385,67 @@ def analyse_launch(x, moments: bool = True):
                 name = f"crt_analyse_tile_{tpr}" + ("_tab" if isinstance(x, GatheredMatrix)
                                                     else "")
                 _kernel(name)((-(-rows // (threads // tpr)),), (threads,),
-                              geo + (np.int32(rowfast), f, acc, np.int32(moments)))
+                              geo + (np.int32(rowfast), f, flag))
             else:  # two passes with k split in segments, then crt_fin
                 tiles = -(-rows // (32 if rowfast else 8))
                 seg = _segments(tiles, k, 8 if rowfast else 32)
                 emax = cp.full(rows, _INT_MIN, dtype=cp.int32)
-                nnz = cp.zeros(rows, dtype=cp.int32)
                 sq = cp.zeros(rows, dtype=cp.uint64)
                 geo += (np.int64(seg), np.int32(rowfast))
                 grid = (tiles, -(-k // seg))
-                _kernel("crt_scan")(grid, (_THREADS,), geo + (emax, nnz, acc))
+                _kernel("crt_scan")(grid, (_THREADS,), geo + (emax, flag))
                 _kernel("crt_sumsq")(grid, (_THREADS,), geo + (emax, sq))
-                _kernel("crt_fin")((_grid1(rows),), (_THREADS,),
-                                   (np.int64(rows), emax, sq, nnz, f, acc, np.int32(moments)))
-    return f, acc
+                _kernel("crt_fin")((_grid1(rows),), (_THREADS,), (np.int64(rows), emax, sq, f))
+    return f, flag
 
 
-def settle(prep, *accs):
-    """The pending analysis counters of the prepared operand ``prep`` (``None``, or one whose
-    ``_pending`` was launched by :func:`analyse_launch`) and ``accs`` in one device-to-host
-    transfer: sets ``prep``'s loss moments and returns the moments of each of ``accs``.
+def settle(prep, *flags) -> None:
+    """The pending NaN/Inf flag of the prepared operand ``prep`` (``None``, or one whose
+    ``_pending`` was launched by :func:`analyse_launch`) and ``flags`` in one device-to-host
+    transfer.
 
     Raises:
-        NonFiniteError: NaN or Inf in ``prep``'s matrix or in an operand of ``accs``.
+        NonFiniteError: NaN or Inf in ``prep``'s matrix or in an operand of ``flags``.
     """
     pending = getattr(prep, "_pending", None)
-    rows = ([pending] if pending is not None else []) + list(accs)
+    rows = ([pending] if pending is not None else []) + list(flags)
     if not rows:
-        return []
+        return
     host = rows[0].get()[None] if len(rows) == 1 else cp.stack(rows).get()
+    for h in host:
+        _check_flag(h)
     if pending is not None:
-        prep._moments = _analyse_result(host[0], True)  # raises before prep is marked settled
         prep._pending = None
-        host = host[1:]
-    return [_analyse_result(h, True) for h in host]
 
 
-def analyse_pair(a, bt):
-    """:func:`analyse` of ``a`` and of ``bt`` (both with moments) with one host transfer
-    (:func:`analyse_launch` twice, then :func:`settle`): the GPU runs both analyses back to
-    back, the host waits once.
+# int8-crt-auto's statistics of A (ozaki2.bound_stats) in three passes: the largest |Re|, |Im|
+# of each column (NaN kept: the host checks), the INT64 sum of the squares of the magnitudes
+# rounded down to multiples of 2**-sh of the column, and which rows are nonzero. Compiled on
+# first use.
+_COL_MAX = cp.ReductionKernel(
+    "T x", "float64 y",
+    "fmax(fabs(x.real()), fabs(x.imag())) + 0.0 * (x.real() + x.imag())",  # NaN/Inf stay
+    "(isnan(a) || a > b) ? a : b", "y = a", "0.0", "ozsim_crt_col_max")
+_COL_SQ = cp.ReductionKernel(
+    "T x, int32 sh", "int64 y",
+    "_sq_floor(x.real(), sh) + _sq_floor(x.imag(), sh)", "a + b", "y = a", "0",
+    "ozsim_crt_col_sq",
+    preamble="__device__ long long _sq_floor(double v, int sh) {"
+             " long long q = (long long)floor(ldexp(fabs(v), sh)); return q * q; }")
+_ROW_NZ = cp.ReductionKernel(
+    "T x", "bool y", "x.real() != 0.0 || x.imag() != 0.0", "a || b", "y = a", "false",
+    "ozsim_crt_row_nz")
 
-    Args:
-        a (cupy.ndarray): ``(m, k)`` complex128, any strides.
-        bt (cupy.ndarray): ``(n, k)`` complex128, any strides (``b.T``).
 
-    Returns:
-        ``((f_a, mom_a), (f_b, mom_b))`` as :func:`analyse` returns them.
-
-    Raises:
-        NonFiniteError: NaN or Inf in ``a`` or ``bt``.
-    """
-    f_a, acc_a = analyse_launch(a)
-    f_b, acc_b = analyse_launch(bt)
-    mom_a, mom_b = settle(None, acc_a, acc_b)
-    return (f_a, mom_a), (f_b, mom_b)
+def bound_stats_parts(x, frac: int):
+    """The integers of :func:`ozsim.gemm.ozaki2.bound_stats` of the CuPy matrix ``x`` (three
+    passes over it): column exponents ``e`` (int32), ``S`` (int64), row-nonzero mask, and
+    whether every column maximum is finite."""
+    mx = _COL_MAX(x, axis=0)
+    finite = cp.isfinite(mx).all()
+    e = cp.frexp(cp.where(cp.isfinite(mx), mx, 0.0))[1].astype(cp.int32)
+    s = _COL_SQ(x, (frac - e)[None, :], axis=0)
+    return e, s, _ROW_NZ(x, axis=1), finite
 
 
 _const_cache: dict = {}
@@ -711,7 +710,7 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
     n = b.shape[1]
     N, ga, gb = plan.num_moduli, plan.bits_a, plan.bits_b
     if b_exponents is None:  # one sync: B's counters and A's pending ones (NaN/Inf checks)
-        b_exponents, acc_b = analyse_launch(b.T, moments=False)
+        b_exponents, acc_b = analyse_launch(b.T)
         settle(prep, acc_b)
     elif getattr(prep, "_pending", None) is not None:
         settle(prep)

@@ -29,8 +29,9 @@ LIMB_BITS = 40
 PIECE_BITS = 52
 #: Fraction bits of the rounded-up magnitudes in the norm bound (``2k * 4**13 <= 2**53``).
 NORM_FRAC_BITS = 13
-#: Most bits of FP64's own accumulation error a scalar is allowed (module docstring, loss).
-LOSS_ALLOWANCE_BITS = 2
+#: ``2**f <= NORM_OVERSHOOT * ||row||_2`` for every norm exponent ``f`` (``k <= MAX_K``; the
+#: bound of step 1 of :mod:`ozsim.gemm.ozaki2.scheme`).
+NORM_OVERSHOOT = 2.25
 
 
 def _check_moduli() -> None:

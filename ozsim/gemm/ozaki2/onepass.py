@@ -7,8 +7,8 @@ times the time of one read and one write of the state at d <= 2 on an H100, wher
 tiles are nearly empty). This kernel does the whole of
 :func:`ozsim.gemm.ozaki2.scheme.int8_crt_zgemm` for one amplitude group in registers and writes
 the result in place (algorithm and exactness argument: ``ozsim/gemm/kernels/crt_gate.cu``):
-one read and one write of the state; ``int8-crt-auto`` adds one read for its loss moments (they
-decide the number of moduli before any residue is made). Same bits as the CPU path.
+one read and one write of the state, ``int8-crt-auto`` included (its number of moduli depends on
+the gate alone: :func:`ozsim.gemm.ozaki2.choose_plan`). Same bits as the CPU path.
 
 Two kernels:
 
@@ -34,9 +34,9 @@ import numpy as np
 from ...errors import NonFiniteError
 from .. import _mma_gate
 from .._gpu import _sms, raw_module
-from .moduli import LIMB_BITS, LOSS_ALLOWANCE_BITS, NORM_FRAC_BITS, crt_constants
+from .moduli import LIMB_BITS, NORM_FRAC_BITS, crt_constants
 
-__all__ = ["MAX_QUBITS", "apply", "loss_moments"]
+__all__ = ["MAX_QUBITS", "apply"]
 
 #: Largest gate of the one-pass kernels (the tensor-core one keeps the CRT sums of 8 entries a
 #: thread: 8 (L + 1) doubles).
@@ -56,7 +56,7 @@ def _module(d: int, num_moduli: int, rounding: bool, device: int):
     mod = raw_module(_MMA_SOURCE if d > MAX_SCALAR_QUBITS else _SOURCE, (
         "-std=c++17", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
         f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}", f"-DNFRAC={NORM_FRAC_BITS}",
-        f"-DALLOW={LOSS_ALLOWANCE_BITS}", f"-DLBITS={LIMB_BITS}"))
+        f"-DLBITS={LIMB_BITS}"))
     p = np.array(const.moduli, dtype=np.float32)
     w = np.array([[((1 << (_PIECE_BITS * i)) % m + m // 2) % m - m // 2 for i in range(_PIECES)]
                   for m in const.moduli], dtype=np.float32)  # symmetric 2**(13 i) mod p
@@ -71,31 +71,6 @@ def _module(d: int, num_moduli: int, rounding: bool, device: int):
 
 def _positions(positions) -> list[np.int32]:
     return [np.int32(p) for p in positions] + [np.int32(0)] * (6 - len(positions))
-
-
-def loss_moments(psi, positions) -> np.ndarray:
-    """``int8-crt-auto``'s loss moments of the state viewed as B through ``positions`` (one read).
-
-    Returns:
-        ``(2,)`` int64 NumPy ``[count, sum_j]``: :func:`ozsim.gemm.ozaki2.scheme.analyse_rows`'s
-        moments of ``B.T``.
-
-    Raises:
-        NonFiniteError: NaN or Inf in the state.
-    """
-    d = len(positions)
-    mod = _module(d, 2, True, cp.cuda.Device().id)
-    mom = cp.zeros(2, dtype=cp.uint64)
-    flag = cp.zeros(1, dtype=cp.int32)
-    groups = psi.size >> d
-    per_block = _mma_gate.tile(d)[0] if d > MAX_SCALAR_QUBITS else 256
-    blocks = int(max(1, min(-(-groups // per_block), 8 * _sms())))
-    name = "crt_gate_mma_stats" if d > MAX_SCALAR_QUBITS else "crt_gate_stats"
-    mod.get_function(name)((blocks,), (256,),
-                           (psi, np.int64(groups), *_positions(positions), mom, flag))
-    if int(flag.get()[0]):
-        raise NonFiniteError("the state vector has NaN or Inf amplitudes")
-    return mom.get().view(np.int64)
 
 
 def apply(psi, prep, positions, plan) -> None:

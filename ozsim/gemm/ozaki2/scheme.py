@@ -73,45 +73,47 @@ row's ozIMMU exponent (``max(|Re|, |Im|) < 2**e``), each scalar is rounded *up* 
 ``||a||**2 <= S 4**(e - 13) < 4**f``. (A scalar whose ``q`` underflows to 0 is below ``2**-1074``
 times the row maximum; the strict inequality's slack of one unit of ``S`` covers it.)
 
-Mantissa loss (``int8-crt-auto``). INT8-AUTO's rule ([ozIMMU] Sec. 4.4, :mod:`ozsim.gemm.ozaki1`)
-counts, per nonzero scalar, the bits of its significand that the split drops; ``T = 0`` then
-means every scalar kept in full, i.e. the exact product. For scheme II that reading of ``T = 0``
-is unreachable on dense inputs with a spread of magnitudes (phi = 1 rows of 16384 entries have
-scalars 31 bits below the row norm: 2 x 85 bits > ``gamma(20) = 154``) and far stricter than
-FP64 itself, whose GEMM does not return each product term exactly either. ozsim therefore
-measures the loss of scheme II **against what an FP64 GEMM delivers**, keeping INT8-AUTO's
-per-scalar, mean-over-nonzeros form:
+The number of moduli (``int8-crt-auto``): the error bound against FP64's. ``T = 0`` picks the
+fewest moduli whose bound on the norm-wise error of this product is no larger than the bound of
+an FP64 GEMM of the same product; ``T > 0`` allows ``2**T`` times it. Scheme II's only error is
+the scaling of step 2, so its bound is a function of ``k``, the scaling and the bits ``gA``,
+``gB`` that the moduli product allows ([Ozaki2] Sec. 4; here in Frobenius form):
 
-* A nonzero real scalar ``x`` whose leading bit lies ``d`` bits below its row's scaling point
-  ``2**f`` (``d = f - floor(log2|x|) - 1 >= 0``), in a row that keeps ``g`` bits, loses
-  ``d + 1 + 53 - g`` bits of its significand (negative: bits to spare), as in INT8-AUTO.
-* An FP64 dot product of ``n`` terms does not deliver 53 bits either: its error grows like
-  ``sqrt(n) u`` (Higham and Mary, SIAM J. Sci. Comput. 41(5), 2019) and measured native ZGEMMs
-  (OpenBLAS, cuBLAS) on Ozaki's inputs sit ``2**5``-``2**6.5`` above ``u``. The loss is counted
-  against that: ``a = min(2, floor(log2(nnz) / 2))`` bits are allowed per scalar, ``nnz`` being
-  the number of nonzero real scalars of its row (a row with one nonzero gets no allowance: its
-  products are single terms, which FP64 rounds once).
-* ``loss(x) = d + 1 + 53 - a - g`` is **signed**: scalars near the row norm, which carry the
-  product, have bits to spare, and the tiny ones, which barely touch it, lose some. The mean
-  over the nonzero scalars of each operand must be ``<= T``.
+* With ``a'_il = a_il 2**(gA - fA_i) + eps_il``, ``|eps_il| <= r`` (``r = 1/2`` rounding to
+  nearest, 1 truncating) for each real scalar, and the same for B, a part (Re or Im) of
+  ``c_ij`` errs by ``sum_l (eps b + a eps' + eps eps')`` over ``2k`` real terms: at most
+  ``r 2**(fA_i - gA) beta_j + r 2**(fB_j - gB) alpha_i + 2k r**2 2**(fA_i + fB_j - gA - gB)``,
+  ``alpha_i``, ``beta_j`` the real 1-norms of row ``i`` and column ``j``, each
+  ``<= sqrt(2k) 2**f``. So a part errs by at most ``K 2**(fA_i + fB_j)`` with
+  ``K = r sqrt(2k) (2**-gA + 2**-gB) + 2k r**2 2**-(gA + gB)`` and, over both parts of all
+  entries, ``||C_hat - C||_F <= sqrt(2) K F_A F_B``, ``F_A = (sum_i 4**fA_i)**(1/2)``.
+* FP64: each part is a dot product of ``2k`` reals, ``|err| <= gamma_2k (|A| |B|)`` per part
+  ([Higham] (3.5), any summation order; ``gamma_n = n u / (1 - n u)``). The Frobenius norm of
+  that bound is at least ``gamma_2k (sum_l c_l w_l)**(1/2)`` (``c_l = ||A[:, l]||**2``,
+  ``w_l = ||B[l, :]||**2``; square the two parts' sums and keep the diagonal terms
+  ``|a_il|**2 |b_lj|**2``), hence at least ``gamma_2k c_min**(1/2) ||B||_F`` and, as
+  ``2**fB_j <= 2.25 ||b_j||`` (:data:`NORM_OVERSHOOT`), at least
+  ``gamma_2k c_min**(1/2) F_B / 2.25``.
+* Scheme II's bound is below FP64's if
+  ``K <= 2**T gamma_2k c_min**(1/2) / (2.25 sqrt(2) F_A)``. ``F_B`` cancels: the choice
+  depends on A and ``k`` alone, so a state-vector gate needs no statistics of the state. The
+  surplus bits are split evenly (``K`` is symmetric in ``gA``, ``gB``; A gets the odd one); a
+  matrix A with a zero column (``c_min = 0``) cannot meet the rule and runs native ZGEMM.
+* Both methods round their result once more: scheme II's conversion of the exact ``C'`` (within
+  2 ulps, usually correctly rounded) matches the last rounding that ``gamma_2k`` already holds,
+  and is left out of the comparison.
 
-So ``T = 0`` asks that on average a scalar keeps as many bits as an FP64 GEMM resolves; the
-row's spread of magnitudes still decides (heavy-tailed phi = 4 rows need ~15 bits more than
-phi = 0.1 rows). The allowance is calibrated, not derived
-(``benchmarks/accuracy/crt_T0_calibration.py``): on Ozaki's inputs with k = 96..16384,
-phi = 0.1..4, three seeds each, 40 x 40 outputs against double-double, T = 0 with an allowance of
-2 bits stays at most 0.49x native ZGEMM's max relative error (OpenBLAS 0.3.31, AMD EPYC), while
-3 bits reach 1.96x and 4 bits 2.89x (k = 4096 and 16384 at phi = 0.1, and k = 256 at phi = 4, keep
-58 bits where about 60 are needed). Scheme II's relative error grows like ``sqrt(k)`` (its grid
-is set by the row norm, ``sqrt(2k)`` above a typical entry) while a blocked FP64 GEMM's hardly
-grows, which is why the allowance cannot follow ``sqrt(n)`` further (``benchmarks/RESULTS.md``).
-``int8-crt-auto`` computes the fewest bits ``gA*``, ``gB*`` whose means are ``<= T`` and picks
-the fewest ``N`` in 2..20 with ``gamma(N) >= gA* + gB*``; the surplus bits are shared evenly (A gets the odd one).
-If even ``N = 20`` is short it falls back to native ZGEMM. Each scalar gets the bin
-``j = d + 2 - a`` (:data:`LOSS_ALLOWANCE_BITS` ``= 2``), so that ``loss = j + 52 - g``; the loss
-being linear in ``j`` (and ``j`` never clamped), :func:`analyse_rows` only counts the nonzero
-scalars and sums their bins (the *loss moments*), where INT8-AUTO's clamped loss needs a histogram.
-Fixed ``int8-crt{N}`` splits ``gamma(N)`` evenly (``gA = ceil(gamma/2)``).
+The quantities are exact, so CPU and GPU choose alike: ``fA`` are integers and
+``c_min`` comes from integer sums (:func:`bound_stats`), both reduced on the host.
+For dense operands (unitary gates, Ozaki's inputs with phi <= 1) ``F_A`` is about
+``2 m**(1/2)`` and ``c_min`` about ``m / k``, which asks about 55 bits of each operand: 15 moduli,
+independent of ``k``. A spread of magnitudes within the rows (phi = 2, 4) lowers ``c_min``
+against ``F_A`` and asks for more. Measured (``benchmarks/accuracy/crt_rule.py``, double-double
+reference, ``k`` up to 65536, Ozaki's inputs and adversarial ones): the norm-wise error at T = 0
+is below native ZGEMM's in every case and one modulus fewer is above it in most, so the rule is
+tight; the largest element-wise relative error is within a small factor of native's (elements
+far below their row's and column's norms carry an error set by those norms, the property of
+scheme II that [Ozaki2] Sec. 5 reports).
 
 The moduli (:data:`MODULI`): the greedy sequence of the largest pairwise coprime integers
 ``<= 256``: 256, 255 = 3*5*17, 253 = 11*23, 251, 247 = 13*19, 241, 239, 233, 229, 227, 223,
@@ -128,7 +130,8 @@ from types import ModuleType
 import numpy as np
 
 from ..._array import array_namespace
-from ...errors import GPUModuleError
+from ...errors import GPUModuleError, NonFiniteError
+from ..bounds import UNIT_ROUNDOFF
 from .moduli import (
     LIMB_BITS,
     MAX_K,
@@ -137,7 +140,7 @@ from .moduli import (
     MODULI,
     PIECE_BITS,
     NORM_FRAC_BITS,
-    LOSS_ALLOWANCE_BITS,
+    NORM_OVERSHOOT,
     CRTConstants,
     crt_constants,
     kept_bits,
@@ -145,7 +148,6 @@ from .moduli import (
     _kept_bits_table,
 )
 from ..ozaki1.scheme import (
-    SIGNIFICAND_BITS,
     PreparedOperand,
     default_workspace_bytes,
     row_exponents,
@@ -157,11 +159,13 @@ __all__ = [
     "MAX_MODULI",
     "MIN_MODULI",
     "MODULI",
+    "NORM_OVERSHOOT",
+    "BoundStats",
     "CRTPlan",
     "PreparedCRTOperand",
     "analyse_columns",
     "analyse_rows",
-    "bits_needed",
+    "bound_stats",
     "check_inner_dimension",
     "choose_plan",
     "crt_constants",
@@ -170,12 +174,11 @@ __all__ = [
     "fixed_plan",
     "int8_crt_zgemm",
     "kept_bits",
-    "loss_allowance",
-    "mean_loss",
     "norm_exponents",
     "residues",
     "rounds_to_nearest",
     "scaled_pieces",
+    "scaling_error_factor",
     "sym_mod",
 ]
 
@@ -201,23 +204,15 @@ def norm_exponents(x, exps, xp: ModuleType | None = None):
     return xp.where(s > 0, f, 0).astype(xp.int32)
 
 
-def analyse_rows(x, block_rows: int | None = None, *, moments: bool = True):
-    """Norm exponents and (optionally) the loss moments of the rows of ``x``, blockwise.
+def analyse_rows(x, block_rows: int | None = None):
+    """:func:`norm_exponents` of the rows of ``x``, blockwise.
 
     Args:
         x: ``(rows, k)`` complex128 (``b.T`` for the columns of B).
         block_rows: rows per block (bounds temporaries, ~40 bytes a scalar); ``None``: all.
-        moments: also compute the loss moments.
 
     Returns:
-        ``(f, mom)``: :func:`norm_exponents` and the loss moments, ``(2,)`` int64
-        ``[count, sum_j]``: the number of nonzero real scalars and the sum of their bins
-        ``j = d + 2 - a`` (``d = f - floor(log2|x|) - 1``, ``a`` = :func:`loss_allowance` of the
-        row; module docstring); ``None`` without ``moments``. The signed loss is linear in
-        ``j`` and ``0 <= j <= 2115`` for every finite scalar (``f <= 1038``,
-        ``floor(log2|x|) >= -1074``), so these two integers are all that :func:`mean_loss`
-        needs: ``sum_j = sum_rows nnz (f + 2 - a) - sum_scalars (floor(log2|x|) + 1)``, which
-        the GPU computes in the two passes that find ``e`` and ``f``.
+        ``(rows,)`` int32.
 
     Raises:
         NonFiniteError: NaN or Inf in ``x``.
@@ -226,53 +221,84 @@ def analyse_rows(x, block_rows: int | None = None, *, moments: bool = True):
     rows = x.shape[0]
     block_rows = rows if block_rows is None else max(1, int(block_rows))
     f = xp.empty(rows, dtype=xp.int32)
-    count = total = 0
     for i0 in range(0, rows, block_rows):
         blk = x[i0 : i0 + block_rows]
-        fb = norm_exponents(blk, row_exponents(blk, xp), xp)
-        f[i0 : i0 + block_rows] = fb
-        if moments:
-            nnz = xp.count_nonzero(blk.real, axis=1) + xp.count_nonzero(blk.imag, axis=1)
-            shift = fb.astype(xp.int64) + LOSS_ALLOWANCE_BITS - loss_allowance(nnz, xp)
-            ev = xp.frexp(blk.real)[1].astype(xp.int64).sum() + \
-                xp.frexp(blk.imag)[1].astype(xp.int64).sum()  # frexp(0) = (0, 0)
-            count += int(nnz.sum())
-            total += int((nnz * shift).sum()) - int(ev)
-    return f, (np.array([count, total], dtype=np.int64) if moments else None)
+        f[i0 : i0 + block_rows] = norm_exponents(blk, row_exponents(blk, xp), xp)
+    return f
 
 
-def loss_allowance(nnz, xp: ModuleType = np):
-    """``a = min(2, floor(log2(nnz) / 2))``: bits of FP64's accumulation error allowed per scalar
-    of a row with ``nnz >= 1`` nonzero real scalars (module docstring); int32 array."""
-    _, bl = xp.frexp(xp.maximum(xp.asarray(nnz), 1).astype(xp.float64))  # bit length
-    return xp.minimum(LOSS_ALLOWANCE_BITS, (bl - 1) // 2).astype(xp.int32)
+@dataclass(frozen=True)
+class BoundStats:
+    """What :func:`choose_plan` needs of A (module docstring, "The number of moduli"), in bits.
 
-
-_LOSS_OFFSET = 1 + SIGNIFICAND_BITS - LOSS_ALLOWANCE_BITS  # loss = j + 52 - g
-
-
-def mean_loss(mom, kept: int) -> float:
-    """Mean mantissa loss in bits, ``j + 52 - kept`` (signed; module docstring), over the nonzero
-    scalars counted in ``mom`` (:func:`analyse_rows`'s ``[count, sum_j]``). Negative: bits to
-    spare on average.
-
-    0.0 when ``mom`` counts nothing (an all-zero operand).
+    Attributes:
+        log2_scale: ``log2 F_A``, ``F_A = (sum_i 4**fA_i)**(1/2)`` over the nonzero rows
+            (``-inf`` for a zero matrix).
+        log2_min_column: ``log2`` of a lower bound on ``min_l ||A[:, l]||_2`` (``-inf`` when a
+            column is zero).
     """
-    count, total = (int(v) for v in np.asarray(mom)[:2])
-    if count == 0:
-        return 0.0
-    return total / count + _LOSS_OFFSET - kept
+
+    log2_scale: float
+    log2_min_column: float
 
 
-def bits_needed(mom, threshold: float, limit: int) -> int | None:
-    """The fewest kept bits ``g`` in ``0..limit`` with :func:`mean_loss` ``<= threshold``.
+def bound_stats(x, f=None) -> BoundStats:
+    """:class:`BoundStats` of the ``(m, k)`` complex128 matrix ``x``, exactly (order-free).
 
-    Returns ``None`` when even ``limit`` bits lose more than ``threshold`` on average.
+    ``F_A`` is summed on the host from the integer exponents (``math.fsum``: correctly
+    rounded). For the columns, each real scalar is rounded *down* to a multiple of
+    ``2**(e_l - b)`` (``e_l`` the column's ozIMMU exponent, ``b`` = 20 fraction bits, fewer for
+    ``m > 2**21`` so that the INT64 sums cannot overflow) and the squares summed in INT64: an
+    exact integer ``S_l`` with ``S_l 4**(e_l - b) <= ||A[:, l]||**2``, the same on CPU and GPU.
+
+    Args:
+        x: ``(m, k)`` complex128, NumPy or CuPy (one host transfer of ``m + 2k`` integers).
+        f: ``(m,)`` int32 :func:`norm_exponents` of the rows, if already computed.
+
+    Raises:
+        NonFiniteError: NaN or Inf in ``x``.
     """
-    if int(np.asarray(mom)[0]) == 0:
-        return 0
-    g = max(0, math.ceil(mean_loss(mom, 0) - threshold))  # mean_loss(mom, g) = mean_loss(mom, 0) - g
-    return g if g <= limit else None
+    xp = array_namespace(x)
+    m, k = x.shape
+    frac = min(20, (62 - (2 * m).bit_length()) // 2)
+    if xp is not np:  # pragma: no cover - GPU: the same integers in three passes
+        if f is None:
+            f = _gpu_module().analyse(x)
+        e, s, nz, finite = _gpu_module().bound_stats_parts(x, frac)
+        f, nz, s, e, finite = (v.get() for v in (f, nz, s, e, finite))
+        if not finite:
+            raise NonFiniteError("GEMM operand has NaN or Inf entries")
+    else:
+        if f is None:
+            f = norm_exponents(x, row_exponents(x, xp), xp)
+        e = row_exponents(x.T, xp)  # per column; raises on NaN/Inf
+        sh = (frac - e)[None, :]
+        s = xp.zeros(k, dtype=xp.int64)
+        nz = xp.zeros(m, dtype=bool)
+        for part in (x.real, x.imag):
+            q = xp.floor(xp.ldexp(xp.abs(part), sh)).astype(xp.int64)  # <= 2**frac
+            s += (q * q).sum(axis=0)  # INT64: exact in any order
+            nz |= (part != 0).any(axis=1)
+    fr = f[nz].astype(np.int64)
+    if fr.size == 0:
+        return BoundStats(-math.inf, -math.inf)
+    top = int(fr.max())
+    vals, counts = np.unique(fr, return_counts=True)  # exact: integers
+    scale = top + 0.5 * math.log2(math.fsum(int(c) * math.ldexp(1.0, 2 * (int(v) - top))
+                                            for v, c in zip(vals, counts)))
+    if not s.all():
+        return BoundStats(scale, -math.inf)
+    col = 0.5 * np.log2(s.astype(np.float64)) + (e.astype(np.int64) - frac)
+    return BoundStats(scale, float(col.min()))
+
+
+def scaling_error_factor(k: int, bits_a: int, bits_b: int, rounding: bool) -> float:
+    """``K = r sqrt(2k) (2**-gA + 2**-gB) + 2k r**2 2**-(gA + gB)`` (``r`` = 1/2 rounding to
+    nearest, else 1): a part of ``c_ij`` errs by at most ``K 2**(fA_i + fB_j)`` from the
+    scaling (module docstring, "The number of moduli")."""
+    r = 0.5 if rounding else 1.0
+    return (r * math.sqrt(2 * k) * (2.0**-bits_a + 2.0**-bits_b)
+            + 2 * k * r * r * 2.0 ** -(bits_a + bits_b))
 
 
 @dataclass(frozen=True)
@@ -283,15 +309,14 @@ class CRTPlan:
         num_moduli: ``N``.
         bits_a, bits_b: ``gA``, ``gB``, the bits each row of A / column of B keeps below its
             scaling point (``gA + gB = gamma(N)``).
-        mean_loss_a, mean_loss_b: mean mantissa loss over the nonzero scalars (``None`` for a
-            fixed ``N``, where the loss moments are not computed).
+        bound_bits: ``int8-crt-auto``: ``log2`` of scheme II's error bound over FP64's for this
+            product (``<= T``; negative: a margin); ``None`` for a fixed ``N``.
     """
 
     num_moduli: int
     bits_a: int
     bits_b: int
-    mean_loss_a: float | None = None
-    mean_loss_b: float | None = None
+    bound_bits: float | None = None
 
     @property
     def rounding(self) -> bool:
@@ -301,31 +326,39 @@ class CRTPlan:
 
 def fixed_plan(num_moduli: int) -> CRTPlan:
     """``int8-crt{N}``: ``gamma(N)`` split evenly, the odd bit to A."""
-    g = kept_bits(num_moduli)
-    return CRTPlan(num_moduli, g - g // 2, g // 2)
+    return CRTPlan(num_moduli, *_even(kept_bits(num_moduli)))
 
 
-def choose_plan(mom_a, mom_b, threshold: float) -> CRTPlan | None:
-    """``int8-crt-auto``: the fewest moduli whose bit budget keeps both mean losses ``<= T``.
+def choose_plan(stats: BoundStats, k: int, threshold: float) -> CRTPlan | None:
+    """``int8-crt-auto``: the fewest moduli whose error bound is at most ``2**T`` times FP64's.
 
     Args:
-        mom_a, mom_b: loss moments of A's rows and B's columns (:func:`analyse_rows`).
+        stats: :func:`bound_stats` of A.
+        k: the inner dimension.
         threshold: ``T`` in bits (>= 0).
 
     Returns:
-        The :class:`CRTPlan`, or ``None`` when 20 moduli do not suffice (fall back to native).
+        The :class:`CRTPlan` (module docstring, "The number of moduli": ``K <= 2**T gamma_2k
+        c_min**(1/2) / (2.25 sqrt(2) F_A)``), or ``None`` when 20 moduli do not suffice or A has
+        a zero column (the caller runs native ZGEMM). A zero A takes the fewest moduli.
     """
-    limit = kept_bits(MAX_MODULI)
-    ga, gb = bits_needed(mom_a, threshold, limit), bits_needed(mom_b, threshold, limit)
-    if ga is None or gb is None:
+    if stats.log2_scale == -math.inf:
+        return CRTPlan(MIN_MODULI, *_even(kept_bits(MIN_MODULI)), bound_bits=-math.inf)
+    if stats.log2_min_column == -math.inf:
         return None
-    for n, g in _kept_bits_table():  # once per state-vector gate, on the GPU's critical path
-        if g >= ga + gb:
-            surplus = g - ga - gb
-            ga2 = ga + surplus - surplus // 2
-            gb2 = g - ga2
-            return CRTPlan(n, ga2, gb2, mean_loss(mom_a, ga2), mean_loss(mom_b, gb2))
+    n2 = 2 * k
+    native = (math.log2(n2 * UNIT_ROUNDOFF / (1 - n2 * UNIT_ROUNDOFF)) + stats.log2_min_column
+              - math.log2(NORM_OVERSHOOT * math.sqrt(2)) - stats.log2_scale)
+    for n, g in _kept_bits_table():  # once per GEMM; a gate's plan once per gate and T
+        ga, gb = _even(g)
+        excess = math.log2(scaling_error_factor(k, ga, gb, rounds_to_nearest(n, ga, gb))) - native
+        if excess <= threshold:
+            return CRTPlan(n, ga, gb, excess)
     return None
+
+
+def _even(g: int) -> tuple[int, int]:
+    return g - g // 2, g // 2
 
 
 # -- scaling and residues -------------------------------------------------------------------------
@@ -468,49 +501,47 @@ class PreparedCRTOperand:
     """The A operand of :func:`int8_crt_zgemm`, analysed once; residues cached per bit budget.
 
     A gate matrix multiplies block after block of a state (and possibly many states): its norm
-    exponents, its loss moments and its INT8 residues for every modulus are computed once.
+    exponents, the statistics of ``int8-crt-auto``'s rule (:attr:`bound_stats`) and its INT8
+    residues for every modulus are computed once.
 
-    On the GPU the analysis is only launched here: its counters (the loss moments and the
-    NaN/Inf flag) reach the host with B's, in the one transfer that the GEMM waits for anyway
-    (:func:`ozsim.gemm.ozaki2.cuda.settle`), so that a state-vector gate costs one host sync,
-    not two.
+    On the GPU the analysis is only launched here: its NaN/Inf flag reaches the host with B's, in
+    the one transfer that the GEMM waits for anyway (:func:`ozsim.gemm.ozaki2.cuda.settle`).
 
     Args:
         matrix: ``(m, k)`` complex128, NumPy or CuPy.
 
     Raises:
         NonFiniteError: NaN or Inf in ``matrix`` (on the GPU: at the first GEMM or
-            :attr:`loss_moments`, when the counters arrive).
+            :attr:`bound_stats`, when the flag arrives).
     """
 
     matrix: object
     norm_exponents: object = field(init=False)
-    _moments: object = field(init=False, default=None, repr=False)
+    _stats: object = field(init=False, default=None, repr=False)
     _pending: object = field(init=False, default=None, repr=False)
     _residues: dict = field(init=False, default_factory=dict, repr=False)
     _device_cache: dict = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self):
         gpu = _gpu_module() if array_namespace(self.matrix) is not np else None
-        if gpu is not None:  # pragma: no cover - GPU: counters fetched with B's (settle)
+        if gpu is not None:  # pragma: no cover - GPU: the flag fetched with B's (settle)
             self.norm_exponents, self._pending = gpu.analyse_launch(self.matrix)
             return
-        self.norm_exponents, self._moments = analyse_rows(self.matrix, moments=False)
+        self.norm_exponents = analyse_rows(self.matrix)
 
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(self.matrix.shape)
 
     @property
-    def loss_moments(self):
-        """Loss moments ``[count, sum_j]`` of A's rows (:func:`analyse_rows`), on first use."""
-        if self._moments is None:
+    def bound_stats(self) -> BoundStats:
+        """:func:`bound_stats` of the matrix, on first use (one host transfer on the GPU)."""
+        if self._stats is None:
             gpu = _gpu_module() if array_namespace(self.matrix) is not np else None
-            if gpu is not None:  # pragma: no cover - GPU: the counters launched at __init__
+            if gpu is not None:  # pragma: no cover - GPU: the flag launched at __init__
                 gpu.settle(self)
-            else:
-                self._moments = analyse_rows(self.matrix)[1]
-        return self._moments
+            self._stats = bound_stats(self.matrix, self.norm_exponents)
+        return self._stats
 
     def residues(self, bits: int, num_moduli: int, rounding: bool = True):
         """``(N, 3, m, k)`` int8: for each modulus ``p``, ``q_p * [Ar, Ai, Ar + Ai] mod p``.
@@ -612,7 +643,7 @@ def int8_crt_zgemm(
     const = crt_constants(N)
     nb = _block_columns(n, k, m, N, gb, workspace_bytes)
     if b_exponents is None:
-        b_exponents = analyse_rows(b.T, nb, moments=False)[0]
+        b_exponents = analyse_rows(b.T, nb)
     if out is None:
         out = xp.empty((m, n), dtype=xp.complex128)
     dtype = xp.float32 if _float32_exact(k) else xp.float64
@@ -659,14 +690,14 @@ def _gpu_module():  # pragma: no cover - GPU
     return cuda
 
 
-def analyse_columns(b, workspace_bytes: int | None = None, *, moments: bool = True):
+def analyse_columns(b, workspace_bytes: int | None = None):
     """:func:`analyse_rows` of ``b.T`` (B's columns), in blocks that fit ``workspace_bytes``."""
     xp = array_namespace(b)
     if xp is not np:  # pragma: no cover - GPU
-        return _gpu_module().analyse(b.T, moments=moments)
+        return _gpu_module().analyse(b.T)
     ws = default_workspace_bytes(xp) if workspace_bytes is None else workspace_bytes
     k = b.shape[0]
-    return analyse_rows(b.T, max(1, ws // (48 * max(k, 1))), moments=moments)
+    return analyse_rows(b.T, max(1, ws // (48 * max(k, 1))))
 
 
 def crt_zgemm(a, b, num_moduli: int | None = None, *, T: float = 1.0, out=None,
@@ -699,14 +730,8 @@ def crt_zgemm(a, b, num_moduli: int | None = None, *, T: float = 1.0, out=None,
     if num_moduli is not None:
         plan = fixed_plan(num_moduli)
         return int8_crt_zgemm(prep, b, plan, out=out, workspace_bytes=workspace_bytes), plan
-    gpu = _gpu_module() if array_namespace(b) is not np else None
-    if gpu is not None:  # pragma: no cover - GPU: B's counters and A's pending, one sync
-        f_b, acc_b = gpu.analyse_launch(b.T)
-        (mom_b,) = gpu.settle(prep, acc_b)
-    else:
-        f_b, mom_b = analyse_columns(b, workspace_bytes)
-    plan = choose_plan(prep.loss_moments, mom_b, T)
+    plan = choose_plan(prep.bound_stats, prep.shape[1], T)  # A alone decides
     if plan is None:
         return None, None
-    c = int8_crt_zgemm(prep, b, plan, b_exponents=f_b, out=out, workspace_bytes=workspace_bytes)
+    c = int8_crt_zgemm(prep, b, plan, out=out, workspace_bytes=workspace_bytes)
     return c, plan

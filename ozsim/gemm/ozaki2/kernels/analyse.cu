@@ -1,5 +1,5 @@
 // Scheme II, stage "analyse" (ozsim.gemm.ozaki2.cuda.analyse_launch): the norm exponents f of
-// the rows and the loss moments; the segmented passes crt_scan, crt_sumsq, crt_fin and the
+// the rows and a NaN/Inf flag; the segmented passes crt_scan, crt_sumsq, crt_fin and the
 // one-kernel crt_analyse_tile_* (k <= 8192). Options: those of crt_common.cuh.
 #include "crt_common.cuh"
 
@@ -37,20 +37,15 @@ __device__ __forceinline__ int crt_slot(int rowfast, int t, int part)
 }
 
 // Pass 1: per row the largest frexp exponent of its scalars (emax, atomicMax, initialised to
-// INT_MIN: the ozIMMU exponent e, 0 for a zero row after crt_fin), the count of nonzero scalars
-// (nnz) and, over the whole matrix, the sum of the frexp exponents of the nonzero scalars
-// (acc[2]); acc[3] = 1 on NaN/Inf.
+// INT_MIN: the ozIMMU exponent e, 0 for a zero row after crt_fin); *flag = 1 on NaN/Inf.
 extern "C" __global__ void crt_scan(
     const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
     const long long* __restrict__ roff, const long long* __restrict__ koff,
-    long long seg, int rowfast, int* __restrict__ emax, int* __restrict__ nnz,
-    unsigned long long* __restrict__ acc)
+    long long seg, int rowfast, int* __restrict__ emax, unsigned long long* __restrict__ flag)
 {
-    __shared__ int s_e[256], s_n[256];
-    __shared__ long long s_v[8];
+    __shared__ int s_e[256];
     const Geom g = crt_geom(rowfast, k, seg);
-    int em = EMIN_, cnt = 0, bad = 0;
-    long long sev = 0;
+    int em = EMIN_, bad = 0;
     if (g.r < rows) {
         const double2* p = x + (roff ? roff[g.r] : g.r * sr);
         for (long long kk = g.k0; kk < g.k1; kk += g.ks) {
@@ -59,31 +54,19 @@ extern "C" __global__ void crt_scan(
             int ex, ey;
             frexp(v.x, &ex);
             frexp(v.y, &ey);
-            if (v.x != 0.0) { em = max(em, ex); ++cnt; sev += ex; }
-            if (v.y != 0.0) { em = max(em, ey); ++cnt; sev += ey; }
+            if (v.x != 0.0) em = max(em, ex);
+            if (v.y != 0.0) em = max(em, ey);
         }
     }
     s_e[g.slot] = em;
-    s_n[g.slot] = cnt;
-    for (int o = 16; o > 0; o >>= 1) sev += __shfl_xor_sync(0xffffffffu, sev, o);
-    if ((threadIdx.x & 31) == 0) s_v[threadIdx.x >> 5] = sev;
-    if (__syncthreads_or(bad) && threadIdx.x == 0) acc[3] = 1ull;
+    if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1ull;
     const int nrb = rowfast ? 32 : 8, nparts = rowfast ? 8 : 32;
     const int t = threadIdx.x;
     const long long r = (long long)blockIdx.x * nrb + t;
     if (t < nrb && r < rows) {
-        int e = EMIN_, c = 0;
-        for (int q = 0; q < nparts; ++q) {
-            e = max(e, s_e[crt_slot(rowfast, t, q)]);
-            c += s_n[crt_slot(rowfast, t, q)];
-        }
+        int e = EMIN_;
+        for (int q = 0; q < nparts; ++q) e = max(e, s_e[crt_slot(rowfast, t, q)]);
         if (e != EMIN_) atomicMax(&emax[r], e);
-        if (c) atomicAdd(&nnz[r], c);
-    }
-    if (t == 0) {
-        long long tot = 0;
-        for (int q = 0; q < 8; ++q) tot += s_v[q];
-        if (tot) atomicAdd(&acc[2], (unsigned long long)tot);
     }
 }
 
@@ -122,14 +105,11 @@ extern "C" __global__ void crt_sumsq(
     }
 }
 
-// Per row: f = e - NFRAC + ceil(bitlength(S) / 2) (0 for a zero row) into f; with mom != 0 the
-// sums of nnz (acc[0]) and nnz (f + ALLOW - a) (acc[1]), a = min(ALLOW, floor(log2(nnz) / 2)).
+// Per row: f = e - NFRAC + ceil(bitlength(S) / 2) (0 for a zero row) into f.
 extern "C" __global__ void crt_fin(
     long long rows, const int* __restrict__ emax, const unsigned long long* __restrict__ sq,
-    const int* __restrict__ nnz, int* __restrict__ f, unsigned long long* __restrict__ acc,
-    int mom)
+    int* __restrict__ f)
 {
-    long long c = 0, t = 0;
     for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < rows;
          r += (long long)gridDim.x * blockDim.x) {
         const int e = emax[r] == EMIN_ ? 0 : emax[r];
@@ -141,22 +121,6 @@ extern "C" __global__ void crt_fin(
             fr = e - NFRAC + (bl + 1) / 2;
         }
         f[r] = fr;
-        const int n = nnz[r];
-        if (n > 0) {
-            const int a = (31 - __clz(n)) / 2;
-            c += n;
-            t += (long long)n * (fr + ALLOW - (a < ALLOW ? a : ALLOW));
-        }
-    }
-    if (mom) {
-        for (int o = 16; o > 0; o >>= 1) {
-            c += __shfl_xor_sync(0xffffffffu, c, o);
-            t += __shfl_xor_sync(0xffffffffu, t, o);
-        }
-        if ((threadIdx.x & 31) == 0 && c) {
-            atomicAdd(&acc[0], (unsigned long long)c);
-            atomicAdd(&acc[1], (unsigned long long)t);
-        }
     }
 }
 
@@ -180,13 +144,12 @@ template <bool TAB, int TPR, int THREADS>
 __device__ __forceinline__ void crt_analyse_tile_body(
     const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
     const long long* __restrict__ roff, const long long* __restrict__ koff, int rowfast,
-    int* __restrict__ f, unsigned long long* __restrict__ acc, int mom)
+    int* __restrict__ f, unsigned long long* __restrict__ flag)
 {
     constexpr int RPB = THREADS / TPR;
-    __shared__ int s_e[THREADS], s_n[THREADS];
+    __shared__ int s_e[THREADS];
     __shared__ double s_s[THREADS];
-    __shared__ long long s_v[THREADS / 32], s_mc[RPB], s_mt[RPB];
-    __shared__ int s_row[RPB], s_cnt[RPB];
+    __shared__ int s_row[RPB];
     const int t = threadIdx.x, lane = t & 31, w = t >> 5;
     const int rl = rowfast ? t % RPB : t / TPR;
     const int kt = rowfast ? t / RPB : t % TPR;
@@ -199,34 +162,26 @@ __device__ __forceinline__ void crt_analyse_tile_body(
         const long long kk = kt + (long long)TPR * j;
         v[j] = (valid && kk < k) ? p[TAB ? koff[kk] : kk * sc] : make_double2(0.0, 0.0);
     }
-    // pass 1: e, the nonzero count, the sum of exponents, NaN/Inf
-    int em = EMIN_, cnt = 0, bad = 0;
-    long long sev = 0;
+    // pass 1: e, NaN/Inf
+    int em = EMIN_, bad = 0;
 #pragma unroll
     for (int j = 0; j < AT_VPT; ++j) {
         bad |= !(fabs(v[j].x) <= DMAX) | !(fabs(v[j].y) <= DMAX);
         int ex, ey;
         frexp(v[j].x, &ex);
         frexp(v[j].y, &ey);
-        if (v[j].x != 0.0) { em = max(em, ex); ++cnt; sev += ex; }
-        if (v[j].y != 0.0) { em = max(em, ey); ++cnt; sev += ey; }
+        if (v[j].x != 0.0) em = max(em, ex);
+        if (v[j].y != 0.0) em = max(em, ey);
     }
     s_e[t] = em;
-    s_n[t] = cnt;
-    for (int o = 16; o > 0; o >>= 1) sev += __shfl_xor_sync(0xffffffffu, sev, o);
-    if (lane == 0) s_v[w] = sev;
     const int anybad = __syncthreads_or(bad);
+    if (anybad && t == 0) *flag = 1ull;
     for (int row = w; row < RPB; row += THREADS / 32) {  // warp w: rows w, w + THREADS / 32..
-        int e = EMIN_, c = 0;
-        for (int i = lane; i < TPR; i += 32) {
+        int e = EMIN_;
+        for (int i = lane; i < TPR; i += 32)
             e = max(e, s_e[at_slot<TPR, THREADS>(rowfast, row, i)]);
-            c += s_n[at_slot<TPR, THREADS>(rowfast, row, i)];
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
-            c += __shfl_xor_sync(0xffffffffu, c, o);
-        }
-        if (lane == 0) { s_row[row] = e; s_cnt[row] = c; }
+        for (int o = 16; o > 0; o >>= 1) e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
+        if (lane == 0) s_row[row] = e;
     }
     __syncthreads();
     // pass 2: S = sum ceil(|x| 2**(NFRAC - e))**2, from the registers
@@ -251,8 +206,7 @@ __device__ __forceinline__ void crt_analyse_tile_body(
         for (int i = lane; i < TPR; i += 32) tot += s_s[at_slot<TPR, THREADS>(rowfast, row, i)];
         for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
         const long long rr = (long long)blockIdx.x * RPB + row;
-        long long mc = 0, mt = 0;
-        if (rr < rows) {
+        if (rr < rows && lane == 0) {
             const int e = s_row[row] == EMIN_ ? 0 : s_row[row];
             int fr = 0;
             if (tot > 0.0) {
@@ -260,37 +214,18 @@ __device__ __forceinline__ void crt_analyse_tile_body(
                 frexp(tot, &bl);
                 fr = e - NFRAC + (bl + 1) / 2;
             }
-            if (lane == 0) f[rr] = fr;
-            const int n = s_cnt[row];
-            if (n > 0) {
-                const int a = (31 - __clz(n)) / 2;
-                mc = n;
-                mt = (long long)n * (fr + ALLOW - (a < ALLOW ? a : ALLOW));
-            }
+            f[rr] = fr;
         }
-        if (lane == 0) { s_mc[row] = mc; s_mt[row] = mt; }
-    }
-    __syncthreads();
-    if (t == 0) {
-        long long tv = 0, c = 0, tt = 0;
-        for (int q = 0; q < THREADS / 32; ++q) tv += s_v[q];
-        for (int q = 0; q < RPB; ++q) { c += s_mc[q]; tt += s_mt[q]; }
-        if (tv) atomicAdd(&acc[2], (unsigned long long)tv);
-        if (mom && c) {
-            atomicAdd(&acc[0], (unsigned long long)c);
-            atomicAdd(&acc[1], (unsigned long long)tt);
-        }
-        if (anybad) acc[3] = 1ull;
     }
 }
 #define AT_KERNEL(TAB, TPR, THREADS, MINB, NAME)                                              \
     extern "C" __global__ void __launch_bounds__(THREADS, MINB) NAME(                        \
         const double2* __restrict__ x, long long rows, long long k, long long sr,           \
         long long sc, const long long* __restrict__ roff, const long long* __restrict__ koff, \
-        int rowfast, int* __restrict__ f, unsigned long long* __restrict__ acc, int mom)    \
+        int rowfast, int* __restrict__ f, unsigned long long* __restrict__ flag)            \
     {                                                                                        \
         crt_analyse_tile_body<TAB, TPR, THREADS>(x, rows, k, sr, sc, roff, koff, rowfast, f, \
-                                                 acc, mom);                                  \
+                                                 flag);                                      \
     }
 
 // The instances crt_analyse_tile_<TPR>[_tab] (_tab: X through offset tables), one per threads

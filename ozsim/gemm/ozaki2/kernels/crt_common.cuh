@@ -1,11 +1,11 @@
 // Scheme II (CRT): definitions shared by the stages (analyse.cu, residues.cu, residues32.cu,
 // finish.cu). The scheme's constants come from ozsim.gemm.ozaki2.moduli as options of every
 // scheme II module (ozaki2/cuda.py, _CONSTANTS): -DNFRAC=<NORM_FRAC_BITS>,
-// -DALLOW=<LOSS_ALLOWANCE_BITS>, -DLBITS=<LIMB_BITS>.
+// -DLBITS=<LIMB_BITS>.
 #ifndef OZSIM_CRT_COMMON_CUH
 #define OZSIM_CRT_COMMON_CUH
-#if !defined(NFRAC) || !defined(ALLOW) || !defined(LBITS)
-#error "scheme II kernels need -DNFRAC, -DALLOW and -DLBITS (ozsim.gemm.ozaki2.moduli)"
+#if !defined(NFRAC) || !defined(LBITS)
+#error "scheme II kernels need -DNFRAC and -DLBITS (ozsim.gemm.ozaki2.moduli)"
 #endif
 
 #define DMAX 1.7976931348623157e308
