@@ -332,6 +332,7 @@ class StateVector:
 def gemm_prepare(matrix, backend: str):
     """The A operand for :meth:`StateVector.apply`: a :class:`PreparedOperand` for the scheme I
     INT8 backends (exponents, loss histogram and slices computed once per gate), a
-    :class:`~ozsim.gemm.PreparedCRTOperand` for scheme II (norm exponents, loss moments and
-    the residues of every modulus computed once per gate), the matrix itself otherwise."""
+    :class:`~ozsim.gemm.PreparedCRTOperand` for scheme II (norm exponents, the auto rule's
+    statistics and the residues of every modulus computed once per gate), the matrix itself
+    otherwise."""
     return registry.parse(backend).scheme.prepare(matrix)
