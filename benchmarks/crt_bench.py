@@ -20,6 +20,8 @@ scheme II:
   relative error of those 64 entries (what ``int8-crt-auto``'s rule bounds).
 - per-stage breakdown (CUDA events: analyse / residues / INT8 products / reduce / CRT) of one
   scheme II run per square shape (``--stages``).
+- ``--dgemm``: :func:`ozsim.gemm.dgemm` on real square inputs against cuBLAS DGEMM (TFLOP/s =
+  ``2 n**3 / t``), the same auto thresholds and fixed N.
 - state-vector GEMMs: a Haar ``2**d x 2**d`` gate times a Gaussian ``2**d x 2**(N-d)`` state.
 - ``--fused 0,3,auto`` runs every scheme II row once per ``OZSIM_CRT_FUSED`` value: cuBLAS
   products + a reduction kernel (0), the fused products kernel of ``ozsim.gemm.ozaki2.wgmma``
@@ -130,6 +132,46 @@ def _fmt(r):
             f"norm-wise {r['normwise_err']:.2e}")
 
 
+def bench_dgemm(n, phi, ts, fixed, reps, rng):
+    """:func:`ozsim.gemm.dgemm` on real ``n x n`` Ozaki inputs against cuBLAS DGEMM (CuPy's
+    float64 matmul) in the same run; rows of dicts (also printed). TFLOP/s = ``2 n**3 / t``."""
+    cp = cupy()
+    from ozsim.gemm import dgemm
+    from ozsim.testing import exact_zgemm, max_relative_error
+
+    a, b = (x.real.copy() for x in square_inputs(n, seed=n + 1, phi=phi))
+    rows_i = np.sort(rng.choice(n, size=8, replace=False))
+    cols_i = np.sort(rng.choice(n, size=8, replace=False))
+    ref = exact_zgemm(a[cp.asarray(rows_i)].get() + 0j, b[:, cp.asarray(cols_i)].get() + 0j).real
+    out = cp.empty((n, n), dtype=cp.float64)
+    result, base = [], None
+    label = f"dgemm {n} phi={phi:g}"
+    cases = ([("zgemm", None)] + [("int8-crt-auto", t) for t in ts]
+             + [(f"int8-crt{k}", None) for k in fixed])
+    for backend, T in cases:
+        info = {}
+
+        def run(backend=backend, T=T, info=info):
+            _, info["gi"] = dgemm(a, b, backend=backend, T=1.0 if T is None else T, out=out,
+                                  return_info=True)
+
+        t = timed(run, reps)
+        got = out[cp.asarray(rows_i)][:, cp.asarray(cols_i)].get()
+        base = t if backend == "zgemm" else base
+        row = {"shape": label, "n": n, "backend": backend, "T": T, "ms": 1e3 * t,
+               "tflops": 2.0 * n**3 / t / 1e12, "speedup": base / t,
+               "moduli": info["gi"].num_moduli, "bound_bits": info["gi"].bound_bits,
+               "max_rel_err": max_relative_error(got, ref),
+               "normwise_err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref))}
+        result.append(row)
+        name = ("cuBLAS DGEMM" if backend == "zgemm" else
+                backend + ("" if T is None else f" T={T:g}"))
+        print(f"{label:>22} {name:>18} N={row['moduli'] or '-'!s:>2} {row['ms']:10.2f} ms "
+              f"{row['tflops']:8.2f} TFLOP/s  x{row['speedup']:5.2f}  err "
+              f"{row['max_rel_err']:.2e} norm-wise {row['normwise_err']:.2e}", flush=True)
+    return result
+
+
 def bench_circuits(num_qubits, ds, depth, ts, fixed):
     from ozsim.gates import brickwork
     from ozsim.simulator import Simulator
@@ -177,6 +219,8 @@ def main(argv=None) -> int:
     p.add_argument("--phi", default="1", help="phi of the square inputs, comma-separated")
     p.add_argument("--stages", default="", help="backend whose stages to time per square shape "
                    "(default: int8-crt{last --fixed}); 'auto0' = int8-crt-auto T=0")
+    p.add_argument("--dgemm", default="", help="square sizes of ozsim.gemm.dgemm (real) "
+                   "against cuBLAS DGEMM, at each --phi")
     p.add_argument("--fused", default="auto",
                    help="OZSIM_CRT_FUSED modes for the scheme II rows, comma-separated: "
                    "0 (cuBLAS products + reduce), 1 or 3 (fused wgmma kernel), "
@@ -193,7 +237,7 @@ def main(argv=None) -> int:
     meta = {"gpu": gpu, "cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
             "date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
             "command": " ".join(sys.argv), "reps": args.reps, "flops": "8 m n k"}
-    out = {"meta": meta, "square": [], "state": [], "circuits": []}
+    out = {"meta": meta, "square": [], "dgemm": [], "state": [], "circuits": []}
 
     def save():  # after every shape, so that a run cut short keeps what it measured
         write_json(path, out)
@@ -210,6 +254,11 @@ def main(argv=None) -> int:
                                         args.reps, rng, stages)
             save()
             del a, b
+            free_gpu_memory()
+    for phi in [float(x) for x in args.phi.split(",") if x]:
+        for n in [int(x) for x in args.dgemm.split(",") if x]:
+            out["dgemm"] += bench_dgemm(n, phi, ts, fixed, args.reps, rng)
+            save()
             free_gpu_memory()
     for d in [int(x) for x in args.state_d.split(",") if x]:
         gate, state = state_inputs(args.state_qubits, d, seed=100 + d)

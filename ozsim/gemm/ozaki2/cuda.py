@@ -765,22 +765,26 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
             with _gpu._stage("gemm"):
                 _crt_wgmma.gemm_mod(a_res, bres, modulus_table(N), uj, m, ld)
         else:
-            _products_cublas(handle, a_res, bres, planes, uj, const.moduli, m, kpad)
+            _products_cublas(handle, a_res, bres, planes, uj, const.moduli, m, kpad,
+                             prep.is_real)
         _finish(finish_k, uj, m, nbj, ld, cst, prep, fj, ga + gb, oj, so_r, so_c)
     return out
 
 
-def _products_cublas(handle, a_res, bres, planes, u, moduli, m, kpad):
+def _products_cublas(handle, a_res, bres, planes, u, moduli, m, kpad, real_a=False):
     """``u[l] = [(T1 - T2) mod p_l, (T3 - T1 - T2) mod p_l]`` per modulus: three cuBLAS INT8
     GEMMs into the INT32 ``planes`` (``T1 = Ar Br``, ``T2 = Ai Bi``, ``T3 = As Bs``), then
     ``crt_reduce``. ``a_res`` ``(N, 3, mp, kpad)``, ``bres`` ``(N, 3, nbp, kpad)``, ``u``
-    ``(N, 2, m, nbp)``."""
+    ``(N, 2, m, nbp)``. ``real_a``: A's imaginary residues are zero, so ``T2 = 0`` (its plane
+    zeroed once, two products a modulus: :func:`ozsim.gemm.dgemm`, real gates)."""
     mp, nbp = a_res.shape[2], bres.shape[2]
     pl = planes.ravel()[: 3 * mp * nbp]
     reduce_k = _kernel("crt_reduce")
+    if real_a:
+        pl[mp * nbp : 2 * mp * nbp] = 0
     for i, p in enumerate(moduli):
         with _gpu._stage("gemm"):
-            for t in range(3):
+            for t in ((0, 2) if real_a else (0, 1, 2)):
                 _gpu.gemm_tn_long(handle, nbp, mp, kpad, bres[i, t].data.ptr, kpad,
                                    a_res[i, t].data.ptr, kpad,
                                    pl.data.ptr + 4 * t * mp * nbp, nbp)

@@ -535,6 +535,15 @@ class PreparedCRTOperand:
         return tuple(self.matrix.shape)
 
     @property
+    def is_real(self) -> bool:
+        """The matrix has no imaginary part (its ``Ai`` residues are zero: the GPU's cuBLAS
+        products skip ``T2 = Ai Bi``). One host sync on the GPU, on first use."""
+        real = self._device_cache.get("is_real")
+        if real is None:
+            real = self._device_cache["is_real"] = not bool((self.matrix.imag != 0).any())
+        return real
+
+    @property
     def bound_stats(self) -> BoundStats:
         """:func:`bound_stats` of the matrix, on first use (one host transfer on the GPU)."""
         if self._stats is None:
