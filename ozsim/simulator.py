@@ -104,7 +104,10 @@ class RunMetadata(TypedDict, total=False):
             from the :class:`GateCache` of earlier runs or earlier in this run.
         auto: ``backend="auto"`` only (:mod:`ozsim.auto`): ``{"table": the cost table used,
             "blocks": {backend: fused blocks it ran}, "choices": [[d, backend, modelled seconds,
-            measured seconds (CPU; None on the GPU)], ...] per block in order}``.
+            measured seconds, measured passes], ...] per block in order}``: the time of each
+            block (the CPU's clock; on the GPU CUDA events around it, read after the run, so no
+            block waits for the host) and that time as a multiple of one read and one write of
+            the state at the cost table's bandwidth (1.0: the floor).
     """
 
     backend: str
@@ -610,7 +613,7 @@ class Simulator:
         }
         if auto is not None:
             metadata["auto"] = {"table": auto.table, "blocks": dict(Counter(b[1] for b in run.blocks)),
-                                "choices": run.blocks}
+                                "choices": run.block_times(auto)}
         if mode == "trajectories":
             metadata["branches"] = run.branches
         result = Result(circ.num_qubits, circ.name, metadata, list(circ.cregs),
@@ -710,10 +713,23 @@ class _Run:
         self.gates_applied = 0
         self.gates_reused = 0
         self.auto = auto
-        self.blocks: list = []  # backend="auto": [d, backend, modelled s, measured s or None]
+        self.blocks: list = []  # backend="auto": [d, backend, modelled s, measured s or events]
         self.extra_bytes = 0
         self.branches = 0
         self.counts: Counter = Counter()
+
+    def block_times(self, auto: AutoPlan) -> list:
+        """``run.blocks`` with measured seconds (GPU: the elapsed time between the events around
+        each block, read once the run has synchronised) and the measured multiple of one read
+        and one write of the state at the cost table's bandwidth."""
+        models = dict(auto.models)
+        out = []
+        for d, backend, predicted, measured in self.blocks:
+            if isinstance(measured, tuple):  # pragma: no cover - GPU
+                measured = self.xp.cuda.get_elapsed_time(*measured) / 1e3
+            one_pass = 32.0 * 2.0**self.n / models[backend].bandwidth
+            out.append([d, backend, predicted, measured, measured / one_pass])
+        return out
 
     def apply(self, sv: StateVector, op: Operation, phase):
         """Apply one unitary (folding a pending global phase into it); returns the phase left."""
@@ -729,11 +745,19 @@ class _Run:
         gate = cache.get(backend, sv.device, np.asarray(matrix),
                          lambda: gemm_prepare(self.xp.asarray(matrix), backend))
         self.gates_reused += cache.hits - hits
+        if self.auto is not None and self.xp is not np:  # pragma: no cover - GPU
+            start = self.xp.cuda.Event()
+            start.record()  # (GPU kernels run asynchronously: events, read after the run)
         t0 = time.perf_counter()
         info = sv.apply(gate, qubits, backend, self.sim.T)
-        if self.auto is not None:  # (measured on the CPU only: GPU kernels run asynchronously)
-            self.blocks.append([len(qubits), backend, predicted,
-                                time.perf_counter() - t0 if self.xp is np else None])
+        if self.auto is not None:
+            if self.xp is np:
+                measured = time.perf_counter() - t0
+            else:  # pragma: no cover - GPU
+                end = self.xp.cuda.Event()
+                end.record()
+                measured = (start, end)
+            self.blocks.append([len(qubits), backend, predicted, measured])
         info = replace(info, error_bound=bounds.of(info, matrix))  # from the host copy
         if info.num_moduli is not None:
             self.splits[f"crt{info.num_moduli}"] += 1

@@ -46,8 +46,10 @@ def test_on_the_cpu_auto_runs_every_block_natively_and_is_the_zgemm_run():
     assert md["table"] == "registry defaults" and md["blocks"] == {"zgemm": auto.metadata["num_gates"]}
     assert auto.metadata["fusion"]["blocks"] == native.metadata["fusion"]["blocks"]
     np.testing.assert_array_equal(auto.statevector, native.statevector)
-    d, backend, predicted, measured = md["choices"][0]
+    d, backend, predicted, measured, passes = md["choices"][0]
     assert backend == "zgemm" and predicted > 0 and measured > 0
+    one_pass = 32 * 2**auto.metadata["num_qubits"] / dict(plan("cpu").models)["zgemm"].bandwidth
+    assert passes == pytest.approx(measured / one_pass)
 
 
 @pytest.mark.parametrize("winner", CANDIDATES)
@@ -70,7 +72,7 @@ def test_blocks_of_different_sizes_go_to_different_schemes(monkeypatch):
                         lambda device: _plan({1: "int8-auto", 2: "int8-crt-auto", 3: "zgemm"}))
     res = Simulator(backend="auto", device="cpu", max_fused_qubits=0).run(QFT)
     by_d = {}
-    for d, backend, _, _ in res.metadata["auto"]["choices"]:
+    for d, backend, *_ in res.metadata["auto"]["choices"]:
         by_d.setdefault(d, set()).add(backend)
     assert by_d == {1: {"int8-auto"}, 2: {"int8-crt-auto"}}
 
@@ -136,7 +138,8 @@ def test_auto_on_the_gpu_runs_and_agrees_with_zgemm():
     ref = Simulator(backend="zgemm", device="cpu").run(circuit)
     md = res.metadata["auto"]
     assert md["blocks"] and set(md["blocks"]) <= set(CANDIDATES)
-    assert all(c[3] is None for c in md["choices"])  # no per-block sync on the GPU
+    assert all(c[3] > 0 and c[4] > 0 for c in md["choices"])  # CUDA events, read at the end
+    assert sum(c[3] for c in md["choices"]) <= res.metadata["wall_time_s"]
     np.testing.assert_allclose(res.statevector, ref.statevector, rtol=0, atol=1e-13)
 
 
