@@ -159,7 +159,7 @@ _FINISH_OPTS = {3: ["-DFINISH_PARTS=1", "-DFINISH_BLOCKS=3"],
 
 
 #: The kernels of the analysis (``kernels/analyse.cu``) besides the ``crt_analyse_tile_*``.
-_ANALYSE_PASSES = ("crt_scan", "crt_sumsq", "crt_fin")
+_ANALYSE_PASSES = ("crt_scan", "crt_sumsq", "crt_fin", "crt_col_stats")
 
 
 def _finish_options(num_moduli: int) -> tuple[str, ...]:
@@ -175,7 +175,7 @@ def _finish_options(num_moduli: int) -> tuple[str, ...]:
 def _kernel(name: str, halves: int = 1, num_moduli: int = 0):
     """A kernel of the stage files in ``kernels/``, each module compiled once per options:
     the analysis (``analyse.cu``: ``crt_scan``, ``crt_sumsq``, ``crt_fin``,
-    ``crt_analyse_tile_*``), the FP64 residues (``residues.cu``, per number of 26-bit halves:
+    ``crt_analyse_tile_*``, ``crt_col_stats``), the FP64 residues (``residues.cu``, per number of 26-bit halves:
     ``-DNH``), ``crt_reduce`` (``reduce.cu``) and ``crt_finish`` (``finish.cu``, per number of
     moduli: :func:`_finish_options`). The FP32 residues: :func:`_residue32_kernel`."""
     if name.startswith("crt_analyse_tile") or name in _ANALYSE_PASSES:
@@ -418,34 +418,22 @@ def settle(prep, *flags) -> None:
         prep._pending = None
 
 
-# int8-crt-auto's statistics of A (ozaki2.bound_stats) in three passes: the largest |Re|, |Im|
-# of each column (NaN kept: the host checks), the INT64 sum of the squares of the magnitudes
-# rounded down to multiples of 2**-sh of the column, and which rows are nonzero. Compiled on
-# first use.
-_COL_MAX = cp.ReductionKernel(
-    "T x", "float64 y",
-    "fmax(fabs(x.real()), fabs(x.imag())) + 0.0 * (x.real() + x.imag())",  # NaN/Inf stay
-    "(isnan(a) || a > b) ? a : b", "y = a", "0.0", "ozsim_crt_col_max")
-_COL_SQ = cp.ReductionKernel(
-    "T x, int32 sh", "int64 y",
-    "_sq_floor(x.real(), sh) + _sq_floor(x.imag(), sh)", "a + b", "y = a", "0",
-    "ozsim_crt_col_sq",
-    preamble="__device__ long long _sq_floor(double v, int sh) {"
-             " long long q = (long long)floor(ldexp(fabs(v), sh)); return q * q; }")
-_ROW_NZ = cp.ReductionKernel(
-    "T x", "bool y", "x.real() != 0.0 || x.imag() != 0.0", "a || b", "y = a", "false",
-    "ozsim_crt_row_nz")
-
-
 def bound_stats_parts(x, frac: int):
-    """The integers of :func:`ozsim.gemm.ozaki2.bound_stats` of the CuPy matrix ``x`` (three
-    passes over it): column exponents ``e`` (int32), ``S`` (int64), row-nonzero mask, and
-    whether every column maximum is finite."""
-    mx = _COL_MAX(x, axis=0)
-    finite = cp.isfinite(mx).all()
-    e = cp.frexp(cp.where(cp.isfinite(mx), mx, 0.0))[1].astype(cp.int32)
-    s = _COL_SQ(x, (frac - e)[None, :], axis=0)
-    return e, s, _ROW_NZ(x, axis=1), finite
+    """The integers of :func:`ozsim.gemm.ozaki2.bound_stats` of the CuPy matrix ``x`` (``(m, k)``
+    complex128, any strides), by ``crt_col_stats`` (``kernels/analyse.cu``): column exponents
+    ``e`` (int32), ``S`` (int64), the row-nonzero mask and whether ``x`` is finite, on the host
+    (one transfer each, one sync)."""
+    m, k = x.shape
+    e = cp.zeros(k, dtype=cp.int32)
+    s = cp.zeros(k, dtype=cp.int64)
+    nz = cp.zeros(m, dtype=cp.int32)
+    flag = cp.zeros(1, dtype=cp.uint64)
+    if m and k:
+        sr, sc = (st // x.itemsize for st in x.strides)
+        _kernel("crt_col_stats")((-(-k // 128),), (128,),
+                                 (x, np.int64(m), np.int64(k), np.int64(sr), np.int64(sc),
+                                  np.int32(frac), e, s, nz, flag))
+    return e.get(), s.get(), nz.get().astype(bool), not int(flag.get()[0])
 
 
 _const_cache: dict = {}

@@ -266,7 +266,7 @@ def bound_stats(x, f=None) -> BoundStats:
         if f is None:
             f = _gpu_module().analyse(x)
         e, s, nz, finite = _gpu_module().bound_stats_parts(x, frac)
-        f, nz, s, e, finite = (v.get() for v in (f, nz, s, e, finite))
+        f = f.get()
         if not finite:
             raise NonFiniteError("GEMM operand has NaN or Inf entries")
     else:
@@ -519,6 +519,7 @@ class PreparedCRTOperand:
     matrix: object
     norm_exponents: object = field(init=False)
     _stats: object = field(init=False, default=None, repr=False)
+    _real: bool | None = field(init=False, default=None, repr=False)
     _pending: object = field(init=False, default=None, repr=False)
     _residues: dict = field(init=False, default_factory=dict, repr=False)
     _device_cache: dict = field(init=False, default_factory=dict, repr=False)
@@ -538,10 +539,9 @@ class PreparedCRTOperand:
     def is_real(self) -> bool:
         """The matrix has no imaginary part (its ``Ai`` residues are zero: the GPU's cuBLAS
         products skip ``T2 = Ai Bi``). One host sync on the GPU, on first use."""
-        real = self._device_cache.get("is_real")
-        if real is None:
-            real = self._device_cache["is_real"] = not bool((self.matrix.imag != 0).any())
-        return real
+        if self._real is None:
+            self._real = not bool((self.matrix.imag != 0).any())
+        return self._real
 
     @property
     def bound_stats(self) -> BoundStats:

@@ -248,3 +248,45 @@ AT_KERNEL(true, 128, 256, 4, crt_analyse_tile_128_tab)
 AT_KERNEL(true, 256, 512, 2, crt_analyse_tile_256_tab)
 AT_KERNEL(true, 512, 1024, 1, crt_analyse_tile_512_tab)
 AT_KERNEL(true, 1024, 1024, 1, crt_analyse_tile_1024_tab)
+
+// int8-crt-auto's statistics of A (ozaki2.bound_stats; ozaki2.cuda.bound_stats_parts): per column
+// l its ozIMMU exponent e[l] (the largest frexp exponent of its nonzero scalars, 0 for a zero
+// column) and s[l] = sum over its scalars of floor(|x| 2**(frac - e[l]))**2 (INT64: exact in any
+// order), per row nz[i] = 1 if the row has a nonzero scalar, *flag = 1 on NaN/Inf. A thread per
+// column walks the rows in two passes (e, then s); adjacent threads read adjacent columns, and a
+// warp vote per row sets nz with one atomic per warp. |x| 2**(frac - e) < 2**frac: below 1 the
+// floor is 0 whatever ldexp rounds, above it ldexp is exact, so s equals the CPU's integers.
+extern "C" __global__ void crt_col_stats(
+    const double2* __restrict__ x, long long m, long long k, long long sr, long long sc,
+    int frac, int* __restrict__ e, long long* __restrict__ s, int* __restrict__ nz,
+    unsigned long long* __restrict__ flag)
+{
+    const long long l = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool valid = l < k;
+    const double2* p = x + (valid ? l * sc : 0);
+    int em = EMIN_, bad = 0;
+    for (long long i = 0; i < m; ++i) {
+        const double2 v = valid ? p[i * sr] : make_double2(0.0, 0.0);
+        bad |= !(fabs(v.x) <= DMAX) | !(fabs(v.y) <= DMAX);
+        int ex, ey;
+        frexp(v.x, &ex);
+        frexp(v.y, &ey);
+        if (v.x != 0.0) em = max(em, ex);
+        if (v.y != 0.0) em = max(em, ey);
+        if (__any_sync(0xffffffffu, v.x != 0.0 || v.y != 0.0) && (threadIdx.x & 31) == 0)
+            atomicOr(&nz[i], 1);
+    }
+    if (bad) *flag = 1ull;
+    if (!valid) return;
+    const int ec = em == EMIN_ ? 0 : em;
+    const int sh = frac - ec;
+    long long acc = 0;
+    for (long long i = 0; i < m; ++i) {
+        const double2 v = p[i * sr];
+        const long long qa = (long long)floor(ldexp(fabs(v.x), sh));
+        const long long qb = (long long)floor(ldexp(fabs(v.y), sh));
+        acc += qa * qa + qb * qb;
+    }
+    e[l] = ec;
+    s[l] = acc;
+}
