@@ -105,3 +105,12 @@ def test_dgemm_gpu_equals_cpu(backend, fused, monkeypatch):
         np.testing.assert_array_equal(gpu.get(), cpu)
     assert np.allclose(dgemm(cp.asarray(a), cp.asarray(b), backend="zgemm").get(), a @ b,
                        rtol=1e-12, atol=1e-12 * np.abs(a) @ np.abs(b))
+    # a prepared real A used twice (its cached residues and its is_real flag side by side)
+    from ozsim.gemm import PreparedCRTOperand
+
+    prep = PreparedCRTOperand(cp.asarray(a + 0j))
+    bc = cp.asarray(b + 1j * b[:, ::-1])
+    first = zgemm(prep, bc, backend="int8-crt14")
+    assert prep.is_real
+    assert cp.array_equal(zgemm(prep, bc, backend="int8-crt14"), first)
+    np.testing.assert_array_equal(first.get(), zgemm(a + 0j, bc.get(), backend="int8-crt14"))
