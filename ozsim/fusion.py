@@ -59,7 +59,8 @@ class FusionReport:
         max_fused_qubits: the limit used (0: fusion off).
         gates_in: unitary operations before fusion.
         blocks: size in qubits of each emitted unitary, in order.
-        chosen_by: ``"user"`` or ``"cost model"``.
+        chosen_by: ``"user"``, ``"cost model"`` or, where two state buffers do not fit the
+            GPU, ``"cost model, at most d qubits: ..."`` (the one-pass range: blocks in place).
     """
 
     max_fused_qubits: int

@@ -29,8 +29,9 @@ from .errors import (
 from .auto import DEFAULT_BACKEND, AutoPlan, is_auto
 from .auto import plan as auto_plan
 from .gemm import parse_backend
+from .gemm.registry import parse as parse_backend_spec
 from .gemm import bounds
-from .statevector import StateVector, available_memory_bytes, gemm_prepare
+from .statevector import StateVector, available_memory_bytes, gemm_prepare, state_bytes
 
 __all__ = ["Result", "RunMetadata", "Simulator", "get_array_module", "gpu_available",
            "needs_trajectories"]
@@ -188,6 +189,27 @@ class GateCache:
             old, _ = self._items.popitem(last=False)
             self._bytes -= len(old[3])
         return gate
+
+
+def in_place_limit(backend, device: str, num_qubits: int) -> int:
+    """The largest d such that blocks of 1..d qubits all run through a one-pass kernel (in place:
+    the state's one buffer, no spare, no GEMM workspace) on ``device``.
+
+    Args:
+        backend: a backend name, or an :class:`~ozsim.auto.AutoPlan` (its choice per block size).
+        device: ``"cpu"`` or ``"gpu"``.
+        num_qubits: N (a block of N qubits is a plain GEMM).
+
+    Returns:
+        0 when even a 1-qubit gate needs the GEMM path.
+    """
+    d = 0
+    while d + 1 < num_qubits:
+        name = backend.choose(num_qubits, d + 1)[0] if isinstance(backend, AutoPlan) else backend
+        if not parse_backend_spec(name).scheme.one_pass(device, d + 1):
+            break
+        d += 1
+    return d
 
 
 @dataclass
@@ -555,7 +577,19 @@ class Simulator:
             model, calibrated = auto, auto.table != "registry defaults"
         else:
             model, calibrated = cost_model(device, self.backend)
-        circ, report = fuse(circ, self.max_fused_qubits, model)
+        cap = None
+        if (self.max_fused_qubits is None and xp is not np
+                and 2 * state_bytes(circ.num_qubits) > available_memory_bytes(xp)):
+            # two state buffers do not fit: blocks that run in place (one-pass kernels) only
+            cap = in_place_limit(self.backend if auto is None else auto, device, circ.num_qubits)
+        if cap:
+            from .fusion import choose_max_fused_qubits
+
+            circ, report = fuse(circ, min(cap, choose_max_fused_qubits(circ, model)), model)
+            report = replace(report, chosen_by=f"cost model, at most {cap} qubits: two state "
+                             "buffers do not fit, blocks run in place")
+        else:
+            circ, report = fuse(circ, self.max_fused_qubits, model)
         if calibrated and report.chosen_by == "cost model":
             report = replace(report, chosen_by="cost model (calibrated)")
         ops, meas, mode = _split_final_measurements(circ)

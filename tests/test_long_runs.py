@@ -475,3 +475,42 @@ def test_cli_memory_prints_and_writes_the_records(tmp_path, capsys):
     assert len(doc["memory"]) == 50 and set(doc["memory"]) <= set(doc["counts"])
     assert main(["run", str(GHZ), "--device", "cpu", "--memory"]) == 2  # no shots to record
     assert "pass shots >= 1" in capsys.readouterr().err
+
+
+# -- a state whose two buffers do not fit: blocks that run in place -----------------------------
+def test_in_place_limit_is_the_one_pass_range():
+    from ozsim.auto import plan
+    from ozsim.simulator import in_place_limit
+
+    assert [in_place_limit(b, "gpu", 30) for b in ("zgemm", "int8-auto", "int8-crt-auto",
+                                                    "int8x9", "int8-crt14")] == [6, 6, 4, 6, 4]
+    assert in_place_limit("zgemm", "cpu", 30) == 0  # no one-pass kernels on the CPU
+    assert in_place_limit("zgemm", "gpu", 3) == 2  # a block of all N qubits is a plain GEMM
+    auto = plan("gpu", tag="no-table-with-this-tag")  # the registry's defaults
+    d = in_place_limit(auto, "gpu", 30)
+    assert d >= 4 and all(
+        simulator_module.parse_backend_spec(auto.choose(30, e)[0]).scheme.one_pass("gpu", e)
+        for e in range(1, d + 1))
+
+
+@pytest.mark.gpu
+def test_gpu_fusion_stays_in_place_when_two_buffers_do_not_fit(monkeypatch):
+    """With memory for one state buffer only, automatic fusion caps its blocks at the backend's
+    one-pass range: the run holds one buffer and equals the run fused at that limit."""
+    from conftest import cupy_or_skip
+
+    cupy_or_skip()
+    from ozsim.gates import brickwork
+    from ozsim.statevector import state_bytes
+
+    circ = brickwork(16, 8, gate_qubits=2, seed=5)
+    free = Simulator(backend="int8-crt-auto", T=0, device="gpu").run(circ)
+    assert max(free.metadata["fusion"]["block_sizes"]) > 4  # the test needs bigger blocks
+    monkeypatch.setattr(simulator_module, "available_memory_bytes",
+                        lambda xp: int(1.5 * state_bytes(16)))
+    res = Simulator(backend="int8-crt-auto", T=0, device="gpu").run(circ)
+    md = res.metadata
+    assert max(md["fusion"]["block_sizes"]) <= 4 and "do not fit" in md["fusion"]["chosen_by"]
+    assert md["peak_memory_bytes"] == state_bytes(16)
+    ref = Simulator(backend="int8-crt-auto", T=0, device="gpu", max_fused_qubits=4).run(circ)
+    np.testing.assert_array_equal(res.statevector, ref.statevector)
