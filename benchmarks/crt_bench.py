@@ -20,6 +20,8 @@ scheme II:
   relative error of those 64 entries (what ``int8-crt-auto``'s rule bounds).
 - per-stage breakdown (CUDA events: analyse / residues / INT8 products / reduce / CRT) of one
   scheme II run per square shape (``--stages``).
+- ``--shapes m:k:n,...``: other shapes of a GEMM library (tall-skinny ``A``, a long inner
+  dimension), rows as the square ones.
 - ``--dgemm``: :func:`ozsim.gemm.dgemm` on real square inputs against cuBLAS DGEMM (TFLOP/s =
   ``2 n**3 / t``), the same auto thresholds and fixed N.
 - state-vector GEMMs: a Haar ``2**d x 2**d`` gate times a Gaussian ``2**d x 2**(N-d)`` state.
@@ -132,6 +134,17 @@ def _fmt(r):
             f"norm-wise {r['normwise_err']:.2e}")
 
 
+def shaped_inputs(m, k, n, seed, phi):
+    """Ozaki's complex inputs ``A`` (m, k), ``B`` (k, n) on the GPU."""
+    cp = cupy()
+    rs = cp.random.RandomState(seed)
+
+    def part(r, c):
+        return (rs.random_sample((r, c)) - 0.5) * cp.exp(phi * rs.standard_normal((r, c)))
+
+    return part(m, k) + 1j * part(m, k), part(k, n) + 1j * part(k, n)
+
+
 def bench_dgemm(n, phi, ts, fixed, reps, rng):
     """:func:`ozsim.gemm.dgemm` on real ``n x n`` Ozaki inputs against cuBLAS DGEMM (CuPy's
     float64 matmul) in the same run; rows of dicts (also printed). TFLOP/s = ``2 n**3 / t``."""
@@ -219,6 +232,8 @@ def main(argv=None) -> int:
     p.add_argument("--phi", default="1", help="phi of the square inputs, comma-separated")
     p.add_argument("--stages", default="", help="backend whose stages to time per square shape "
                    "(default: int8-crt{last --fixed}); 'auto0' = int8-crt-auto T=0")
+    p.add_argument("--shapes", default="", help="other m:k:n shapes (tall-skinny, long inner "
+                   "dimension), comma-separated, at each --phi")
     p.add_argument("--dgemm", default="", help="square sizes of ozsim.gemm.dgemm (real) "
                    "against cuBLAS DGEMM, at each --phi")
     p.add_argument("--fused", default="auto",
@@ -256,6 +271,14 @@ def main(argv=None) -> int:
             del a, b
             free_gpu_memory()
     for phi in [float(x) for x in args.phi.split(",") if x]:
+        for shape in [x for x in args.shapes.split(",") if x]:
+            m, k, n = (int(v) for v in shape.split(":"))
+            a, b = shaped_inputs(m, k, n, seed=m + k + n, phi=phi)
+            out["square"] += bench_gemm(f"{m}x{k}x{n} phi={phi:g}", a, b, _backends(ts, fixed),
+                                        args.reps, rng)
+            save()
+            del a, b
+            free_gpu_memory()
         for n in [int(x) for x in args.dgemm.split(",") if x]:
             out["dgemm"] += bench_dgemm(n, phi, ts, fixed, args.reps, rng)
             save()

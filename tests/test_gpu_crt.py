@@ -490,3 +490,22 @@ def test_an_unimportable_gpu_module_is_a_named_error(monkeypatch):
     a = cp.asarray(ozaki_matrix(np.random.default_rng(0), 8, 8, 1.0))
     with pytest.raises(GPUModuleError, match=r"ozsim\.gemm\.ozaki2\.cuda failed to import"):
         zgemm(a, a, backend="int8-crt14")
+
+
+@pytest.mark.parametrize("m, k", [(1, 1), (70, 3), (3000, 40), (40, 20000), (513, 257)])
+def test_bound_stats_on_the_gpu_equal_the_cpu_for_every_shape(m, k):
+    """The column statistics over the whole GPU (tall, wide, tiny, transposed views): the CPU's
+    integers, zero rows and columns, subnormal columns and NaN included."""
+    rng = np.random.default_rng(m + k)
+    a = ozaki_matrix(rng, m, k, 3.0)
+    a[m // 2] = 0
+    a[:, k // 2] = 0
+    a[:, -1] *= 2.0**-1060
+    from ozsim.gemm.ozaki2 import bound_stats
+
+    for x in (a, np.ascontiguousarray(a.T).T):
+        assert bound_stats(cp.asarray(x)) == bound_stats(x)
+    bad = a.copy()
+    bad[-1, 0] = np.inf
+    with pytest.raises(NonFiniteError):
+        bound_stats(cp.asarray(bad))

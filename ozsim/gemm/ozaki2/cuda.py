@@ -159,7 +159,7 @@ _FINISH_OPTS = {3: ["-DFINISH_PARTS=1", "-DFINISH_BLOCKS=3"],
 
 
 #: The kernels of the analysis (``kernels/analyse.cu``) besides the ``crt_analyse_tile_*``.
-_ANALYSE_PASSES = ("crt_scan", "crt_sumsq", "crt_fin", "crt_col_stats")
+_ANALYSE_PASSES = ("crt_scan", "crt_sumsq", "crt_fin", "crt_col_sumsq")
 
 
 def _finish_options(num_moduli: int) -> tuple[str, ...]:
@@ -175,7 +175,7 @@ def _finish_options(num_moduli: int) -> tuple[str, ...]:
 def _kernel(name: str, halves: int = 1, num_moduli: int = 0):
     """A kernel of the stage files in ``kernels/``, each module compiled once per options:
     the analysis (``analyse.cu``: ``crt_scan``, ``crt_sumsq``, ``crt_fin``,
-    ``crt_analyse_tile_*``, ``crt_col_stats``), the FP64 residues (``residues.cu``, per number of 26-bit halves:
+    ``crt_analyse_tile_*``, ``crt_col_sumsq``), the FP64 residues (``residues.cu``, per number of 26-bit halves:
     ``-DNH``), ``crt_reduce`` (``reduce.cu``) and ``crt_finish`` (``finish.cu``, per number of
     moduli: :func:`_finish_options`). The FP32 residues: :func:`_residue32_kernel`."""
     if name.startswith("crt_analyse_tile") or name in _ANALYSE_PASSES:
@@ -420,20 +420,31 @@ def settle(prep, *flags) -> None:
 
 def bound_stats_parts(x, frac: int):
     """The integers of :func:`ozsim.gemm.ozaki2.bound_stats` of the CuPy matrix ``x`` (``(m, k)``
-    complex128, any strides), by ``crt_col_stats`` (``kernels/analyse.cu``): column exponents
-    ``e`` (int32), ``S`` (int64), the row-nonzero mask and whether ``x`` is finite, on the host
-    (one transfer each, one sync)."""
+    complex128, any strides) on the host: column exponents ``e`` (int32), ``S`` (int64), the
+    row-nonzero mask and whether ``x`` is finite. Three passes spread over the GPU as the
+    analysis's: ``crt_scan`` of ``x.T`` (each column's exponent, NaN/Inf), ``crt_col_sumsq`` of
+    ``x.T`` (``S``) and ``crt_scan`` of ``x`` (which rows are nonzero)."""
     m, k = x.shape
-    e = cp.zeros(k, dtype=cp.int32)
-    s = cp.zeros(k, dtype=cp.int64)
-    nz = cp.zeros(m, dtype=cp.int32)
     flag = cp.zeros(1, dtype=cp.uint64)
+    ecol = cp.full(k, _INT_MIN, dtype=cp.int32)
+    erow = cp.full(m, _INT_MIN, dtype=cp.int32)
+    sq = cp.zeros(k, dtype=cp.uint64)
     if m and k:
-        sr, sc = (st // x.itemsize for st in x.strides)
-        _kernel("crt_col_stats")((-(-k // 128),), (128,),
-                                 (x, np.int64(m), np.int64(k), np.int64(sr), np.int64(sc),
-                                  np.int32(frac), e, s, nz, flag))
-    return e.get(), s.get(), nz.get().astype(bool), not int(flag.get()[0])
+        for xx, emax in ((x.T, ecol), (x, erow)):
+            rows, kk = xx.shape
+            sr, sc, roff, koff = _geometry(xx)
+            rowfast = abs(sr) <= abs(sc)
+            tiles = -(-rows // (32 if rowfast else 8))
+            seg = _segments(tiles, kk, 8 if rowfast else 32)
+            geo = (_data(xx), np.int64(rows), np.int64(kk), np.int64(sr), np.int64(sc), roff, koff,
+                   np.int64(seg), np.int32(rowfast))
+            grid = (tiles, -(-kk // seg))
+            _kernel("crt_scan")(grid, (_THREADS,), geo + (emax, flag))
+            if emax is ecol:
+                _kernel("crt_col_sumsq")(grid, (_THREADS,), geo + (emax, np.int32(frac), sq))
+    e = cp.where(ecol == _INT_MIN, 0, ecol)
+    return (e.get(), sq.get().view(np.int64), (erow != _INT_MIN).get(),
+            not int(flag.get()[0]))
 
 
 _const_cache: dict = {}

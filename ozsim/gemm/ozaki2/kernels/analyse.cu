@@ -105,6 +105,41 @@ extern "C" __global__ void crt_sumsq(
     }
 }
 
+// int8-crt-auto's statistics of A (ozaki2.bound_stats; ozaki2.cuda.bound_stats_parts), run on
+// X = A.T after crt_scan has found each row's e (a column of A): S = sum floor(|x| 2**(frac - e))**2
+// per row, added into sq[r] in INT64 (exact, any order). |x| 2**(frac - e) < 2**frac: below 1 the
+// floor is 0 whatever ldexp rounds, above it ldexp is exact, so S equals the CPU's integers.
+extern "C" __global__ void crt_col_sumsq(
+    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    const long long* __restrict__ roff, const long long* __restrict__ koff,
+    long long seg, int rowfast, const int* __restrict__ emax, int frac,
+    unsigned long long* __restrict__ sq)
+{
+    __shared__ unsigned long long s_s[256];
+    const Geom g = crt_geom(rowfast, k, seg);
+    unsigned long long s = 0ull;
+    if (g.r < rows && emax[g.r] != EMIN_) {
+        const double2* p = x + (roff ? roff[g.r] : g.r * sr);
+        const int sh = frac - emax[g.r];
+        for (long long kk = g.k0; kk < g.k1; kk += g.ks) {
+            const double2 v = p[roff ? koff[kk] : kk * sc];
+            const long long qa = (long long)floor(ldexp(fabs(v.x), sh));
+            const long long qb = (long long)floor(ldexp(fabs(v.y), sh));
+            s += (unsigned long long)(qa * qa + qb * qb);
+        }
+    }
+    s_s[g.slot] = s;
+    __syncthreads();
+    const int nrb = rowfast ? 32 : 8, nparts = rowfast ? 8 : 32;
+    const int t = threadIdx.x;
+    const long long r = (long long)blockIdx.x * nrb + t;
+    if (t < nrb && r < rows) {
+        unsigned long long tot = 0ull;
+        for (int q = 0; q < nparts; ++q) tot += s_s[crt_slot(rowfast, t, q)];
+        if (tot) atomicAdd(&sq[r], tot);
+    }
+}
+
 // Per row: f = e - NFRAC + ceil(bitlength(S) / 2) (0 for a zero row) into f.
 extern "C" __global__ void crt_fin(
     long long rows, const int* __restrict__ emax, const unsigned long long* __restrict__ sq,
@@ -248,45 +283,3 @@ AT_KERNEL(true, 128, 256, 4, crt_analyse_tile_128_tab)
 AT_KERNEL(true, 256, 512, 2, crt_analyse_tile_256_tab)
 AT_KERNEL(true, 512, 1024, 1, crt_analyse_tile_512_tab)
 AT_KERNEL(true, 1024, 1024, 1, crt_analyse_tile_1024_tab)
-
-// int8-crt-auto's statistics of A (ozaki2.bound_stats; ozaki2.cuda.bound_stats_parts): per column
-// l its ozIMMU exponent e[l] (the largest frexp exponent of its nonzero scalars, 0 for a zero
-// column) and s[l] = sum over its scalars of floor(|x| 2**(frac - e[l]))**2 (INT64: exact in any
-// order), per row nz[i] = 1 if the row has a nonzero scalar, *flag = 1 on NaN/Inf. A thread per
-// column walks the rows in two passes (e, then s); adjacent threads read adjacent columns, and a
-// warp vote per row sets nz with one atomic per warp. |x| 2**(frac - e) < 2**frac: below 1 the
-// floor is 0 whatever ldexp rounds, above it ldexp is exact, so s equals the CPU's integers.
-extern "C" __global__ void crt_col_stats(
-    const double2* __restrict__ x, long long m, long long k, long long sr, long long sc,
-    int frac, int* __restrict__ e, long long* __restrict__ s, int* __restrict__ nz,
-    unsigned long long* __restrict__ flag)
-{
-    const long long l = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool valid = l < k;
-    const double2* p = x + (valid ? l * sc : 0);
-    int em = EMIN_, bad = 0;
-    for (long long i = 0; i < m; ++i) {
-        const double2 v = valid ? p[i * sr] : make_double2(0.0, 0.0);
-        bad |= !(fabs(v.x) <= DMAX) | !(fabs(v.y) <= DMAX);
-        int ex, ey;
-        frexp(v.x, &ex);
-        frexp(v.y, &ey);
-        if (v.x != 0.0) em = max(em, ex);
-        if (v.y != 0.0) em = max(em, ey);
-        if (__any_sync(0xffffffffu, v.x != 0.0 || v.y != 0.0) && (threadIdx.x & 31) == 0)
-            atomicOr(&nz[i], 1);
-    }
-    if (bad) *flag = 1ull;
-    if (!valid) return;
-    const int ec = em == EMIN_ ? 0 : em;
-    const int sh = frac - ec;
-    long long acc = 0;
-    for (long long i = 0; i < m; ++i) {
-        const double2 v = p[i * sr];
-        const long long qa = (long long)floor(ldexp(fabs(v.x), sh));
-        const long long qb = (long long)floor(ldexp(fabs(v.y), sh));
-        acc += qa * qa + qb * qb;
-    }
-    e[l] = ec;
-    s[l] = acc;
-}
