@@ -114,3 +114,16 @@ def test_dgemm_gpu_equals_cpu(backend, fused, monkeypatch):
     assert prep.is_real
     assert cp.array_equal(zgemm(prep, bc, backend="int8-crt14"), first)
     np.testing.assert_array_equal(first.get(), zgemm(a + 0j, bc.get(), backend="int8-crt14"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_products(backend):
+    """m = 0 or n = 0 (a GEMM library's edge cases) give empty results, zgemm and dgemm alike;
+    n = 1 packs one column with a zero partner."""
+    a = np.arange(12.0).reshape(3, 4)
+    assert dgemm(a, np.ones((4, 0)), backend=backend).shape == (3, 0)
+    assert dgemm(np.ones((0, 4)), np.ones((4, 3)), backend=backend).shape == (0, 3)
+    assert zgemm(np.ones((0, 4)) + 0j, np.ones((4, 3)) + 0j, backend=backend).shape == (0, 3)
+    assert zgemm(a + 0j, np.ones((4, 0)) + 0j, backend=backend).shape == (3, 0)
+    np.testing.assert_array_equal(dgemm(a, np.ones((4, 1)), backend=backend).ravel(),
+                                  a.sum(axis=1))

@@ -220,7 +220,7 @@ def analyse_rows(x, block_rows: int | None = None):
     """
     xp = array_namespace(x)
     rows = x.shape[0]
-    block_rows = rows if block_rows is None else max(1, int(block_rows))
+    block_rows = max(1, rows if block_rows is None else int(block_rows))
     f = xp.empty(rows, dtype=xp.int32)
     for i0 in range(0, rows, block_rows):
         blk = x[i0 : i0 + block_rows]
@@ -261,6 +261,8 @@ def bound_stats(x, f=None) -> BoundStats:
     """
     xp = array_namespace(x)
     m, k = x.shape
+    if m == 0:  # no rows: no error to bound
+        return BoundStats(-math.inf, -math.inf)
     frac = min(20, (62 - (2 * m).bit_length()) // 2)
     if xp is not np:  # pragma: no cover - GPU: the same integers in three passes
         if f is None:
