@@ -89,7 +89,7 @@ def test_dgemm_out_and_errors():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused", ["0", "auto"])
+@pytest.mark.parametrize("fused", ["0", "auto", "3"])
 @pytest.mark.parametrize("backend", ["int8-auto", "int8-crt-auto", "int8-crt14"])
 def test_dgemm_gpu_equals_cpu(backend, fused, monkeypatch):
     """Bitwise CPU = GPU, on cuBLAS products (two a modulus for a real A: T2 skipped) and on the

@@ -163,9 +163,9 @@ def dgemm(
     and ``A @ Bc`` by :func:`zgemm`'s schemes gives both halves of ``C`` at once. With a real
     ``A`` the imaginary residues of A are zero, so scheme II makes two INT8 products per
     modulus (``Ar Br``, ``Ar (Br + Bi)``, Karatsuba's third being zero) for the ``n`` real
-    columns: one product per modulus and column, as a real scheme II does ([Ozaki2] Sec. 3),
-    on the GPU's cuBLAS products (``k`` above ``FUSED_MAX_K``; the fused kernel below makes
-    three). A column's scaling is shared with its partner ``j + h`` (a joint norm).
+    columns: one product per modulus and column, as a real scheme II does ([Ozaki2] Sec. 3);
+    on the GPU a real A takes cuBLAS's products for every ``k`` (the fused kernel makes three).
+    A column's scaling is shared with its partner ``j + h`` (a joint norm).
 
     ``int8-crt-auto``'s rule compares with FP64 DGEMM's bound, ``gamma_k`` instead of ZGEMM's
     ``gamma_2k`` (:mod:`ozsim.gemm.ozaki2.scheme`, "The number of moduli"). With ``Ai = 0`` a

@@ -601,7 +601,7 @@ def default_workspace_bytes(prep, plan) -> int:
     """Default working memory of :func:`int8_crt_zgemm_gpu`: half the free device memory left
     after A's residues (if not yet cached), at most :data:`WORKSPACE_CAP` bytes."""
     m, k = prep.shape
-    _, pa, _, kpad = _layout(k)
+    _, pa, _, kpad = _layout(k, prep.is_real)
     cached = _cached_residues(prep, plan.bits_a, plan.num_moduli, kpad, plan.rounding, pa)
     reserve = 0 if cached is not None else pa * plan.num_moduli * _pad4(m) * kpad
     return _gpu.default_workspace_bytes(reserve, WORKSPACE_CAP)
@@ -659,11 +659,16 @@ def _pad16(x: int) -> int:
     return -(-x // 16) * 16
 
 
-def _layout(k: int) -> tuple[int, int, int, int]:
+def _layout(k: int, real_a: bool = False) -> tuple[int, int, int, int]:
     """``(form, A planes, B planes, stored K)`` of :func:`int8_crt_zgemm_gpu` for inner
     dimension ``k``: the fused products (:func:`_fused_form`) need TMA rows of 16-byte multiples
-    and 4/2 residue planes in the direct form; cuBLAS's K is :func:`_gpu.padded_k`."""
+    and 4/2 residue planes in the direct form; cuBLAS's K is :func:`_gpu.padded_k`. A real A
+    (``real_a``) takes cuBLAS's products unless ``OZSIM_CRT_FUSED`` forces the fused kernel:
+    two products a modulus (``T2 = 0``) beat the fused kernel's three (H200,
+    :func:`ozsim.gemm.dgemm` at n = 8192: 18.8 against 21.4 ms; 4096: 3.95 against 4.23 ms)."""
     form = _fused_form(_pad16(k))
+    if real_a and form and config.get("OZSIM_CRT_FUSED") not in ("1", "3", "4"):
+        form = 0
     pa, pb = (4, 2) if form == 4 else (3, 3)
     return form, pa, pb, (_pad16(k) if form else _gpu.padded_k(k))
 
@@ -717,7 +722,7 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         out = cp.empty((m, n), dtype=cp.complex128)
     if m == 0 or n == 0:
         return out
-    form, pa, pb, kpad = _layout(k)
+    form, pa, pb, kpad = _layout(k, prep.is_real)
     fused = form > 0
     mp = _pad4(m)
     # B residues, INT32 planes (not with the fused products), UINT8 u
