@@ -22,7 +22,10 @@ Usage:
     python benchmarks/gate_bench.py --device cpu --qubits 14 --gates 1,2,3,4
 
 Writes ``benchmarks/results/gate_bench-<device>-<date>.json`` (``--json`` overrides) and prints
-one table per N: milliseconds per gate and the multiple of the floor.
+one table per N: milliseconds per gate and the multiple of the floor; on the GPU also the INT8
+GEMM rate R of the device (cuBLAS, 8192^3, in the same run) and each emulated row against its
+INT8 ceiling: its GEMM's INT8 operations (``2 s (s + 1)`` products for ``s`` slices, ``3 N``
+for ``N`` moduli, each ``2 * 2**(N + d)`` operations) at rate R.
 """
 
 from __future__ import annotations
@@ -99,7 +102,8 @@ def _cpu_timed(fn, reps: int) -> float:
     return float(np.median(times))
 
 
-def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None) -> list[dict]:
+def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None,
+          int8_rate: float = 0.0) -> list[dict]:
     gpu = xp is not np
     rng = np.random.default_rng(seed)
     sv = StateVector(n, xp)
@@ -131,20 +135,51 @@ def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None) ->
                 op = registry.parse(name).scheme.prepare(ug)
                 T = float(t) if t else 1.0
                 it = iter(sets * 1000)
+                last = {}
 
-                def fn(op=op, name=name, T=T, it=it, one_pass=(method != "zgemm-gemm")):
+                def fn(op=op, name=name, T=T, it=it, one_pass=(method != "zgemm-gemm"),
+                       last=last):
                     sv.one_pass = one_pass
-                    sv.apply(op, next(it), backend=name, T=T)
+                    last["info"] = sv.apply(op, next(it), backend=name, T=T)
             slow = d <= 2 and "int8" in method
             sec = clock(fn, 1 if slow else reps)
-            rows.append(dict(device=DEVICE, N=n, d=d, method=method, seconds=sec, floor_s=floor,
-                             x_floor=sec / floor))
-            print(f"  N={n} d={d:2d} {method:<18} {sec * 1e3:10.2f} ms  {sec / floor:7.2f}x floor",
-                  flush=True)
+            row = dict(device=DEVICE, N=n, d=d, method=method, seconds=sec, floor_s=floor,
+                       x_floor=sec / floor)
+            info = None if method == "custatevec" else last.get("info")
+            ceiling = ""
+            if info is not None and int8_rate and (info.num_splits or info.num_moduli):
+                # INT8 operations of the GEMM: 2s(s+1) products (scheme I), 3N (scheme II)
+                per = (2 * info.num_splits * (info.num_splits + 1) if info.num_splits
+                       else 3 * info.num_moduli)
+                row["int8_ops"] = per * 2.0 * 2.0 ** (n + d)
+                row["ceiling_s"] = row["int8_ops"] / int8_rate
+                row["x_ceiling"] = sec / row["ceiling_s"]
+                ceiling = f"  {row['x_ceiling']:6.2f}x its INT8 ceiling"
+            rows.append(row)
+            print(f"  N={n} d={d:2d} {method:<18} {sec * 1e3:10.2f} ms  {sec / floor:7.2f}x floor"
+                  f"{ceiling}", flush=True)
         norm = float(xp.linalg.norm(sv._buf))
         assert abs(norm - 1) < 1e-9, f"norm drifted to {norm}"
     sv.one_pass = True
     return rows
+
+
+def ceiling_table(rows: list[dict], n: int) -> str:
+    """The emulated rows as multiples of their INT8 ceiling (their INT8 operations at the run's
+    INT8 GEMM rate), with the slices or moduli used."""
+    sel = [r for r in rows if r["N"] == n and "x_ceiling" in r]
+    if not sel:
+        return ""
+    ds = sorted({r["d"] for r in sel})
+    out = ["x INT8 ceiling:", "| method | " + " | ".join(f"d={d}" for d in ds) + " |",
+           "| --- |" + " --- |" * len(ds)]
+    for m in dict.fromkeys(r["method"] for r in sel):
+        cells = []
+        for d in ds:
+            r = next((r for r in sel if r["d"] == d and r["method"] == m), None)
+            cells.append("" if r is None else f"{r['x_ceiling']:.2f}")
+        out.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def table(rows: list[dict], n: int) -> str:
@@ -189,17 +224,24 @@ def main(argv=None) -> int:
     csv = None
     if "custatevec" in methods and args.device == "gpu" and os.environ.get("CUSTATEVEC_LIB"):
         csv = CuStateVec(os.environ["CUSTATEVEC_LIB"], xp)
+    rate = 0.0
+    if args.device == "gpu" and any("int8" in m for m in methods):
+        from gemm_bench import int8_rate
+
+        rate = int8_rate(4096, 8192, 4096, args.reps)  # an 8192 x 8192 x 8192 INT8 GEMM
+        print(f"INT8 GEMM rate (cuBLAS, 8192^3, TN): {rate / 1e12:.0f} TOP/s", flush=True)
     rows = []
     for n in (int(q) for q in qubits.split(",")):
         rows += bench(n, [int(d) for d in gates.split(",")], xp, methods, args.reps, args.seed,
-                      csv)
+                      csv, rate)
         if xp is not np:
             xp.get_default_memory_pool().free_all_blocks()
     path = write_json(args.json or result_path("gate_bench", tag),
                       {"command": " ".join(["python", "benchmarks/gate_bench.py"] + (argv or sys.argv[1:])),
-                       "device": DEVICE, "rows": rows})
+                       "device": DEVICE, "int8_rate_ops": rate, "rows": rows})
     for n in sorted({r["N"] for r in rows}):
         print(table(rows, n))
+        print(ceiling_table(rows, n))
     print(f"wrote {path}")
     return 0
 
