@@ -31,7 +31,8 @@ from .auto import plan as auto_plan
 from .gemm import parse_backend
 from .gemm.registry import parse as parse_backend_spec
 from .gemm import bounds
-from .statevector import StateVector, available_memory_bytes, gemm_prepare, state_bytes
+from .statevector import (StateVector, available_memory_bytes, gemm_prepare, pad_gate,
+                          state_bytes)
 
 __all__ = ["Result", "RunMetadata", "Simulator", "get_array_module", "gpu_available",
            "needs_trajectories"]
@@ -770,10 +771,11 @@ class _Run:
         matrix = op.matrix
         if phase is not None and op.condition is None:
             matrix, phase = matrix * phase, None
-        matrix, qubits = sv.aligned(matrix, op.qubits)
         backend = self.sim.backend
         if self.auto is not None:
-            backend, predicted = self.auto.choose(self.n, len(qubits))
+            backend, predicted = self.auto.choose(self.n, len(op.qubits))
+        matrix, qubits = pad_gate(matrix, op.qubits, backend, self.n)  # 1-2 qubits: as 3 (INT8)
+        matrix, qubits = sv.aligned(matrix, qubits)
         cache = self.sim.gate_cache
         hits = cache.hits
         gate = cache.get(backend, sv.device, np.asarray(matrix),
@@ -791,7 +793,7 @@ class _Run:
                 end = self.xp.cuda.Event()
                 end.record()
                 measured = (start, end)
-            self.blocks.append([len(qubits), backend, predicted, measured])
+            self.blocks.append([len(op.qubits), backend, predicted, measured])
         info = replace(info, error_bound=bounds.of(info, matrix))  # from the host copy
         if info.num_moduli is not None:
             self.splits[f"crt{info.num_moduli}"] += 1

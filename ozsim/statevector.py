@@ -329,6 +329,29 @@ class StateVector:
         return to_numpy(self.amplitudes())
 
 
+def pad_gate(matrix, qubits: tuple[int, ...], backend: str, num_qubits: int):
+    """A gate of fewer qubits than its scheme's ``min_gate_qubits`` as ``I (x) U`` on more.
+
+    Args:
+        matrix: ``(2**d, 2**d)`` NumPy complex128, little-endian over ``qubits``.
+        qubits: its d target qubits.
+        backend: the backend that will apply it (:mod:`ozsim.gemm.registry`).
+        num_qubits: N.
+
+    Returns:
+        ``(matrix', qubits')``: unchanged, or ``kron(I, U)`` over ``qubits`` followed by the
+        lowest-numbered other qubits (the identity on the new, most significant bits), at most
+        ``N - 1`` qubits in all. The same product; on every device the same bits, since the
+        choice depends on the backend and N alone.
+    """
+    d = len(qubits)
+    target = min(registry.parse(backend).scheme.min_gate_qubits, num_qubits - 1)
+    if d == 0 or d >= target:
+        return matrix, tuple(qubits)
+    partners = tuple(q for q in range(num_qubits) if q not in qubits)[: target - d]
+    return np.kron(np.eye(1 << (target - d)), matrix), tuple(qubits) + partners
+
+
 def gemm_prepare(matrix, backend: str):
     """The A operand for :meth:`StateVector.apply`: a :class:`PreparedOperand` for the scheme I
     INT8 backends (exponents, loss histogram and slices computed once per gate), a

@@ -223,3 +223,45 @@ def test_one_buffer_state_allocates_its_spare_only_when_a_gate_needs_it():
     want[0] = want[8] = 1 / np.sqrt(2)
     np.testing.assert_allclose(sv.to_numpy(), want, atol=1e-15)
 
+
+
+# -- small gates of the INT8 schemes applied as 3-qubit gates ----------------------------------
+def test_pad_gate_kron_with_identity_on_the_lowest_other_qubits():
+    from ozsim.statevector import pad_gate
+
+    u = unitary_group.rvs(2, random_state=3)
+    m, q = pad_gate(u, (2,), "int8-crt-auto", 5)
+    assert q == (2, 0, 1) and np.array_equal(m, np.kron(np.eye(4), u))
+    m2, q2 = pad_gate(np.kron(u, u), (0, 4), "int8x9", 5)
+    assert q2 == (0, 4, 1) and m2.shape == (8, 8)
+    for backend, n in (("zgemm", 5), ("int8-crt-auto", 2), ("int8-auto", 3)):
+        m3, q3 = pad_gate(np.kron(u, u), (0, 1), backend, n)  # native / too few qubits
+        assert q3 == (0, 1) and m3.shape == (4, 4)
+
+
+@pytest.mark.parametrize("backend,T", [("int8-crt-auto", 0.0), ("int8-auto", 1.0)])
+def test_simulator_applies_small_int8_gates_as_three_qubit_ones(backend, T):
+    """Lone 1- and 2-qubit gates through the INT8 schemes: the bits of kron(I, U) applied on the
+    padded qubits (what the GPU's 3-qubit tensor-core kernels compute too), and Qiskit's
+    state to FP64 accuracy."""
+    rng = np.random.default_rng(21)
+    gates = [(unitary_group.rvs(2, random_state=rng), (3,)),
+             (unitary_group.rvs(4, random_state=rng), (0, 4)),
+             (unitary_group.rvs(2, random_state=rng), (1,))]
+    circ = Circuit(5)
+    qc = QuantumCircuit(5)
+    for u, qs in gates:
+        circ.unitary(u, qs)
+        qc.append(UnitaryGate(u), list(qs))
+    res = Simulator(backend=backend, T=T, device="cpu", max_fused_qubits=0).run(circ)
+    assert res.metadata["num_gates"] == 3
+    sv = StateVector(5)
+    from ozsim.statevector import pad_gate
+
+    for u, qs in gates:
+        m, q = pad_gate(u, qs, backend, 5)
+        assert len(q) == 3
+        sv.apply(*sv.aligned(m, q), backend=backend, T=T)
+    np.testing.assert_array_equal(res.statevector, sv.to_numpy())
+    ref = Statevector.from_instruction(qc).data
+    assert np.abs(phase_aligned(res.statevector, ref) - ref).max() < 1e-15

@@ -89,6 +89,10 @@ class Scheme:
         apply_one_pass: ``apply_one_pass(psi, gate, positions, backend, T) -> GemmInfo``: that
             kernel (the gate as ``prepare`` returns it, little-endian over the amplitude-index
             bits ``positions``; ``backend`` the parsed name).
+        min_gate_qubits: a simulator applies a gate of fewer qubits as ``I (x) U`` on this many
+            (:func:`ozsim.statevector.pad_gate`), on every device alike (so CPU and GPU give the
+            same bits): the INT8 schemes' tensor-core one-pass kernels start at 3 qubits and
+            beat their CUDA-core kernels for 1 and 2 (``benchmarks/RESULTS.md``, section 2).
     """
 
     key: str
@@ -102,6 +106,7 @@ class Scheme:
     prepare: Callable = field(repr=False)
     one_pass_qubits: Mapping[str, int] = field(default_factory=dict)
     apply_one_pass: Callable | None = field(default=None, repr=False)
+    min_gate_qubits: int = 0
 
     def one_pass(self, device: str, d: int) -> bool:
         """Whether a d-qubit gate on ``device`` runs through the one-pass kernel."""
@@ -120,10 +125,11 @@ class Scheme:
 # ~60 TFLOP/s at d = 12. One-pass kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to
 # 1.05 times one pass at d <= 3 (CUDA cores), 1.17, 1.65, 2.78 at d = 4, 5, 6 (tensor cores, an
 # H200; the GEMM path took 3.6 at d = 6); scheme I (H100)
-# (int8-auto at T = 1, s = 8, statistics pass included) 3.1 and 4.8 times one pass at d = 1, 2
-# (the CUDA-core kernel), 2.8 to 4.5 at d = 3..6 (the tensor-core one); scheme II
-# (int8-crt-auto at T = 0: 15 moduli for a Haar gate, no statistics pass; an H200) 21.3 and 9.3
-# at d = 1, 2 (CUDA cores), 8.0 and 8.1 at d = 3, 4 (tensor cores).
+# (int8-auto at T = 1, s = 8, statistics pass included) 2.8 to 4.5 at d = 3..6 (the tensor-core
+# kernel); scheme II (int8-crt-auto at T = 0: 15 moduli for a Haar gate, no statistics pass; an
+# H200) 8.0 and 8.1 at d = 3, 4 (tensor cores). Both apply 1- and 2-qubit gates as 3-qubit ones
+# (min_gate_qubits: their CUDA-core kernels took 3.1 / 4.8 and 21.3 / 9.3 there), so d = 1, 2
+# cost what d = 3 does.
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native",
@@ -152,13 +158,14 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 1.8e9, 120, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 2.7e13, 20, 1e-4, 12, one_pass_qubits=6,
-                                one_pass_passes=(3.1, 4.8, 2.8, 2.8, 3.3, 4.5))},
+                                one_pass_passes=(2.8, 2.8, 2.8, 2.8, 3.3, 4.5))},
         accuracy="s slices keep 7s bits; int8-auto: T = mean mantissa loss in bits (>= 0)",
         reference="Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU), Alg. 3-4 and Sec. 4.4",
         run=ozaki1_backend.run,
         prepare=ozaki1_backend.prepare,
         one_pass_qubits={"gpu": 6},
         apply_one_pass=ozaki1_backend.apply_one_pass,
+        min_gate_qubits=3,
     ),
     Scheme(
         key="ozaki2",
@@ -172,7 +179,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=4,
-                                one_pass_passes=(21.3, 9.3, 8.0, 8.1))},
+                                one_pass_passes=(8.0, 8.0, 8.0, 8.1))},
         accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
                  "T = 0: norm-wise error bound no larger than FP64's",
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",
@@ -180,6 +187,7 @@ SCHEMES: tuple[Scheme, ...] = (
         prepare=ozaki2_backend.prepare,
         one_pass_qubits={"gpu": 4},
         apply_one_pass=ozaki2_backend.apply_one_pass,
+        min_gate_qubits=3,
     ),
 )
 
