@@ -774,7 +774,7 @@ class _Run:
         backend = self.sim.backend
         if self.auto is not None:
             backend, predicted = self.auto.choose(self.n, len(op.qubits))
-        matrix, qubits = pad_gate(matrix, op.qubits, backend, self.n)  # 1-2 qubits: as 3 (INT8)
+        matrix, qubits = pad_gate(matrix, op.qubits, backend, self.n)  # (registry: pad_gates)
         matrix, qubits = sv.aligned(matrix, qubits)
         cache = self.sim.gate_cache
         hits = cache.hits

@@ -330,7 +330,7 @@ class StateVector:
 
 
 def pad_gate(matrix, qubits: tuple[int, ...], backend: str, num_qubits: int):
-    """A gate of fewer qubits than its scheme's ``min_gate_qubits`` as ``I (x) U`` on more.
+    """A gate of a size its scheme pads (``pad_gates``) as ``I (x) U`` on more qubits.
 
     Args:
         matrix: ``(2**d, 2**d)`` NumPy complex128, little-endian over ``qubits``.
@@ -342,10 +342,10 @@ def pad_gate(matrix, qubits: tuple[int, ...], backend: str, num_qubits: int):
         ``(matrix', qubits')``: unchanged, or ``kron(I, U)`` over ``qubits`` followed by the
         lowest-numbered other qubits (the identity on the new, most significant bits), at most
         ``N - 1`` qubits in all. The same product; on every device the same bits, since the
-        choice depends on the backend and N alone.
+        choice depends on the backend, d and N alone.
     """
     d = len(qubits)
-    target = min(registry.parse(backend).scheme.min_gate_qubits, num_qubits - 1)
+    target = min(registry.parse(backend).scheme.pad_gates.get(d, d), num_qubits - 1)
     if d == 0 or d >= target:
         return matrix, tuple(qubits)
     partners = tuple(q for q in range(num_qubits) if q not in qubits)[: target - d]

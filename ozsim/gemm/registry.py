@@ -89,10 +89,12 @@ class Scheme:
         apply_one_pass: ``apply_one_pass(psi, gate, positions, backend, T) -> GemmInfo``: that
             kernel (the gate as ``prepare`` returns it, little-endian over the amplitude-index
             bits ``positions``; ``backend`` the parsed name).
-        min_gate_qubits: a simulator applies a gate of fewer qubits as ``I (x) U`` on this many
-            (:func:`ozsim.statevector.pad_gate`), on every device alike (so CPU and GPU give the
-            same bits): the INT8 schemes' tensor-core one-pass kernels start at 3 qubits and
-            beat their CUDA-core kernels for 1 and 2 (``benchmarks/RESULTS.md``, section 2).
+        pad_gates: ``{d: d'}``: a simulator applies a d-qubit gate as ``I (x) U`` on ``d'``
+            qubits (:func:`ozsim.statevector.pad_gate`), on every device alike (so CPU and GPU
+            give the same bits). The INT8 schemes' tensor-core one-pass kernels start at 3
+            qubits and beat their CUDA-core kernels at 1 and 2; scheme II's fused products
+            kernel computes tiles of 128 rows, so a 32- or 64-row gate wastes most of each tile
+            and a block-diagonal 128-row one costs less (``benchmarks/RESULTS.md``, section 2).
     """
 
     key: str
@@ -106,7 +108,7 @@ class Scheme:
     prepare: Callable = field(repr=False)
     one_pass_qubits: Mapping[str, int] = field(default_factory=dict)
     apply_one_pass: Callable | None = field(default=None, repr=False)
-    min_gate_qubits: int = 0
+    pad_gates: Mapping[int, int] = field(default_factory=dict)
 
     def one_pass(self, device: str, d: int) -> bool:
         """Whether a d-qubit gate on ``device`` runs through the one-pass kernel."""
@@ -128,7 +130,7 @@ class Scheme:
 # (int8-auto at T = 1, s = 8, statistics pass included) 2.8 to 4.5 at d = 3..6 (the tensor-core
 # kernel); scheme II (int8-crt-auto at T = 0: 15 moduli for a Haar gate, no statistics pass; an
 # H200) 8.0 and 8.1 at d = 3, 4 (tensor cores). Both apply 1- and 2-qubit gates as 3-qubit ones
-# (min_gate_qubits: their CUDA-core kernels took 3.1 / 4.8 and 21.3 / 9.3 there), so d = 1, 2
+# (pad_gates: their CUDA-core kernels took 3.1 / 4.8 and 21.3 / 9.3 there), so d = 1, 2
 # cost what d = 3 does.
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
@@ -165,7 +167,7 @@ SCHEMES: tuple[Scheme, ...] = (
         prepare=ozaki1_backend.prepare,
         one_pass_qubits={"gpu": 6},
         apply_one_pass=ozaki1_backend.apply_one_pass,
-        min_gate_qubits=3,
+        pad_gates={1: 3, 2: 3},
     ),
     Scheme(
         key="ozaki2",
@@ -187,7 +189,7 @@ SCHEMES: tuple[Scheme, ...] = (
         prepare=ozaki2_backend.prepare,
         one_pass_qubits={"gpu": 4},
         apply_one_pass=ozaki2_backend.apply_one_pass,
-        min_gate_qubits=3,
+        pad_gates={1: 3, 2: 3, 5: 7, 6: 7},
     ),
 )
 
