@@ -29,7 +29,7 @@ maximum, ``k <= 2**17``), a column ``gB`` below ``fB_j``; each scaled integer mo
 ``|C'| < P/2``), so a part errs by at most ``r sqrt(2k) (2**gA + 2**gB) + 2k r**2`` in integer
 units, ``2**(fA_i + fB_j - gA - gB)`` each, plus the final rounding within 2 ulps of
 ``|C'| < 2**(fA + fB)``: ``K = r sqrt(2k) (2**-gA + 2**-gB) + 2k r**2 2**-(gA + gB) + 2**-51``
-and ``||C_hat - C||_F <= sqrt(2) K 2.25**2 ||A||_F ||B||_F``.
+and ``||C_hat - C||_F <= sqrt(2) K 2.25**2 ||A||_F ||B||_F`` (2.25: ``NORM_OVERSHOOT``).
 
 ``tests/test_bounds.py`` checks every bound against exact products on Ozaki's inputs.
 
@@ -84,11 +84,13 @@ def row_scale(a) -> float:
 
 
 def scheme2(k: int, bits_a: int, bits_b: int, rounding: bool, a_fro: float) -> float:
-    """Ozaki scheme II keeping ``gA``, ``gB`` bits: ``sqrt(2) K 2.25**2 ||A||_F``."""
-    r = 0.5 if rounding else 1.0
-    K = (r * math.sqrt(2 * k) * (2.0**-bits_a + 2.0**-bits_b)
-         + 2 * k * r * r * 2.0 ** -(bits_a + bits_b) + 2.0**-51)
-    return math.sqrt(2) * K * 2.25**2 * a_fro
+    """Ozaki scheme II keeping ``gA``, ``gB`` bits: ``sqrt(2) K 2.25**2 ||A||_F``, ``K`` the
+    scaling factor of :func:`ozsim.gemm.ozaki2.scaling_error_factor` plus the final rounding."""
+    from .ozaki2.moduli import NORM_OVERSHOOT
+    from .ozaki2.scheme import scaling_error_factor
+
+    K = scaling_error_factor(k, bits_a, bits_b, rounding) + 2.0**-51
+    return math.sqrt(2) * K * NORM_OVERSHOOT**2 * a_fro
 
 
 def of(info, a) -> float:
