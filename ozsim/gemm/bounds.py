@@ -46,7 +46,8 @@ import math
 
 from .._array import array_namespace
 
-__all__ = ["UNIT_ROUNDOFF", "frobenius", "native", "of", "row_scale", "scheme1", "scheme2"]
+__all__ = ["UNIT_ROUNDOFF", "frobenius", "native", "of", "row_scale", "scaling_error_factor",
+           "scheme1", "scheme2"]
 
 UNIT_ROUNDOFF = 2.0**-53
 
@@ -83,11 +84,19 @@ def row_scale(a) -> float:
         return math.inf
 
 
+def scaling_error_factor(k: int, bits_a: int, bits_b: int, rounding: bool) -> float:
+    """``K = r sqrt(2k) (2**-gA + 2**-gB) + 2k r**2 2**-(gA + gB)`` (``r`` = 1/2 rounding to
+    nearest, else 1): a part of ``c_ij`` errs by at most ``K 2**(fA_i + fB_j)`` from scheme II's
+    scaling (the module docstring; :mod:`ozsim.gemm.ozaki2.scheme`, "The number of moduli")."""
+    r = 0.5 if rounding else 1.0
+    return (r * math.sqrt(2 * k) * (2.0**-bits_a + 2.0**-bits_b)
+            + 2 * k * r * r * 2.0 ** -(bits_a + bits_b))
+
+
 def scheme2(k: int, bits_a: int, bits_b: int, rounding: bool, a_fro: float) -> float:
     """Ozaki scheme II keeping ``gA``, ``gB`` bits: ``sqrt(2) K 2.25**2 ||A||_F``, ``K`` the
-    scaling factor of :func:`ozsim.gemm.ozaki2.scaling_error_factor` plus the final rounding."""
+    :func:`scaling_error_factor` plus the final rounding."""
     from .ozaki2.moduli import NORM_OVERSHOOT
-    from .ozaki2.scheme import scaling_error_factor
 
     K = scaling_error_factor(k, bits_a, bits_b, rounding) + 2.0**-51
     return math.sqrt(2) * K * NORM_OVERSHOOT**2 * a_fro

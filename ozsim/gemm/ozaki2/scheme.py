@@ -132,7 +132,7 @@ import numpy as np
 
 from ..._array import array_namespace
 from ...errors import GPUModuleError, NonFiniteError
-from ..bounds import UNIT_ROUNDOFF
+from ..bounds import UNIT_ROUNDOFF, scaling_error_factor
 from .moduli import (
     LIMB_BITS,
     MAX_K,
@@ -293,15 +293,6 @@ def bound_stats(x, f=None) -> BoundStats:
         return BoundStats(scale, -math.inf)
     col = 0.5 * np.log2(s.astype(np.float64)) + (e.astype(np.int64) - frac)
     return BoundStats(scale, float(col.min()))
-
-
-def scaling_error_factor(k: int, bits_a: int, bits_b: int, rounding: bool) -> float:
-    """``K = r sqrt(2k) (2**-gA + 2**-gB) + 2k r**2 2**-(gA + gB)`` (``r`` = 1/2 rounding to
-    nearest, else 1): a part of ``c_ij`` errs by at most ``K 2**(fA_i + fB_j)`` from the
-    scaling (module docstring, "The number of moduli")."""
-    r = 0.5 if rounding else 1.0
-    return (r * math.sqrt(2 * k) * (2.0**-bits_a + 2.0**-bits_b)
-            + 2 * k * r * r * 2.0 ** -(bits_a + bits_b))
 
 
 @dataclass(frozen=True)
