@@ -164,40 +164,35 @@ def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None,
     return rows
 
 
-def ceiling_table(rows: list[dict], n: int) -> str:
-    """The emulated rows as multiples of their INT8 ceiling (their INT8 operations at the run's
-    INT8 GEMM rate), with the slices or moduli used."""
-    sel = [r for r in rows if r["N"] == n and "x_ceiling" in r]
-    if not sel:
-        return ""
+def _grid(sel: list[dict], cell) -> list[str]:
+    """Markdown rows, one per method, one column per d, ``cell(row)`` in each."""
     ds = sorted({r["d"] for r in sel})
-    out = ["x INT8 ceiling:", "| method | " + " | ".join(f"d={d}" for d in ds) + " |",
-           "| --- |" + " --- |" * len(ds)]
+    out = ["| method | " + " | ".join(f"d={d}" for d in ds) + " |", "| --- |" + " --- |" * len(ds)]
     for m in dict.fromkeys(r["method"] for r in sel):
         cells = []
         for d in ds:
             r = next((r for r in sel if r["d"] == d and r["method"] == m), None)
-            cells.append("" if r is None else f"{r['x_ceiling']:.2f}")
+            cells.append("" if r is None else cell(r))
         out.append(f"| {m} | " + " | ".join(cells) + " |")
-    return "\n".join(out)
+    return out
+
+
+def ceiling_table(rows: list[dict], n: int) -> str:
+    """The emulated rows as multiples of their INT8 ceiling (their INT8 operations at the run's
+    INT8 GEMM rate)."""
+    sel = [r for r in rows if r["N"] == n and "x_ceiling" in r]
+    if not sel:
+        return ""
+    return "\n".join(["x INT8 ceiling:"] + _grid(sel, lambda r: f"{r['x_ceiling']:.2f}"))
 
 
 def table(rows: list[dict], n: int) -> str:
     sel = [r for r in rows if r["N"] == n]
-    ds = sorted({r["d"] for r in sel})
-    methods = list(dict.fromkeys(r["method"] for r in sel))
     floor = sel[0]["floor_s"]
-    out = [f"N = {n} on {DEVICE}: floor {floor * 1e3:.2f} ms "
-           f"({2 * 16 * 2**n / floor / 1e12:.2f} TB/s); ms per gate (x floor)",
-           "| method | " + " | ".join(f"d={d}" for d in ds) + " |",
-           "| --- |" + " --- |" * len(ds)]
-    for m in methods:
-        cells = []
-        for d in ds:
-            r = next((r for r in sel if r["d"] == d and r["method"] == m), None)
-            cells.append("" if r is None else f"{r['seconds'] * 1e3:.1f} ({r['x_floor']:.2f}x)")
-        out.append(f"| {m} | " + " | ".join(cells) + " |")
-    return "\n".join(out)
+    head = (f"N = {n} on {DEVICE}: floor {floor * 1e3:.2f} ms "
+            f"({2 * 16 * 2**n / floor / 1e12:.2f} TB/s); ms per gate (x floor)")
+    return "\n".join([head] + _grid(
+        sel, lambda r: f"{r['seconds'] * 1e3:.1f} ({r['x_floor']:.2f}x)"))
 
 
 def main(argv=None) -> int:

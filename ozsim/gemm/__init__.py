@@ -52,12 +52,12 @@ def parse_backend(backend: str) -> tuple[str, int | None]:
     return b.kind, b.count
 
 
-def _check_operands(a, b, xp):
+def _check_operands(a, b, xp, dtype: str = "complex128"):
     for name, x in (("a", a), ("b", b)):
         if x.ndim != 2:
             raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(x.shape)}")
-        if x.dtype != xp.complex128:
-            raise TypeError(f"{name} must be complex128, got {x.dtype}")
+        if x.dtype != getattr(xp, dtype):
+            raise TypeError(f"{name} must be {dtype}, got {x.dtype}")
     if a.shape[1] != b.shape[0]:
         raise ValueError(
             f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}"
@@ -133,18 +133,6 @@ def zgemm(
     return c, (replace(info, error_bound=bounds.of(info, mat)) if error_bound else info)
 
 
-def _check_real_operands(a, b, xp):
-    for name, x in (("a", a), ("b", b)):
-        if x.ndim != 2:
-            raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(x.shape)}")
-        if x.dtype != xp.float64:
-            raise TypeError(f"{name} must be float64, got {x.dtype}")
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(
-            f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}"
-        )
-
-
 def dgemm(
     a,
     b,
@@ -203,7 +191,7 @@ def dgemm(
 
     spec = registry.parse(backend)
     xp = array_namespace(a, b, out)
-    _check_real_operands(a, b, xp)
+    _check_operands(a, b, xp, "float64")
     if T < 0:
         raise ValueError(f"T must be >= 0 bits, got {T}")
     m, k = a.shape
