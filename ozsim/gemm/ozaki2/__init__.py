@@ -27,7 +27,6 @@ from .scheme import (
     BoundStats,
     CRTPlan,
     PreparedCRTOperand,
-    analyse_columns,
     analyse_rows,
     bound_stats,
     check_inner_dimension,
@@ -43,4 +42,4 @@ from .scheme import (
     sym_mod,
 )
 
-__all__ = ['BoundStats', 'CRTPlan', 'LIMB_BITS', 'MAX_K', 'MAX_MODULI', 'MIN_MODULI', 'MODULI', 'PreparedCRTOperand', 'analyse_columns', 'analyse_rows', 'bound_stats', 'check_inner_dimension', 'choose_plan', 'crt_constants', 'crt_reconstruct', 'crt_zgemm', 'fixed_plan', 'int8_crt_zgemm', 'kept_bits', 'norm_exponents', 'residues', 'rounds_to_nearest', 'scaled_pieces', 'scaling_error_factor', 'sym_mod']
+__all__ = ['BoundStats', 'CRTPlan', 'LIMB_BITS', 'MAX_K', 'MAX_MODULI', 'MIN_MODULI', 'MODULI', 'PreparedCRTOperand', 'analyse_rows', 'bound_stats', 'check_inner_dimension', 'choose_plan', 'crt_constants', 'crt_reconstruct', 'crt_zgemm', 'fixed_plan', 'int8_crt_zgemm', 'kept_bits', 'norm_exponents', 'residues', 'rounds_to_nearest', 'scaled_pieces', 'scaling_error_factor', 'sym_mod']

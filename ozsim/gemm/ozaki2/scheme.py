@@ -164,7 +164,6 @@ __all__ = [
     "BoundStats",
     "CRTPlan",
     "PreparedCRTOperand",
-    "analyse_columns",
     "analyse_rows",
     "bound_stats",
     "check_inner_dimension",
@@ -691,16 +690,6 @@ def _gpu_module():  # pragma: no cover - GPU
         raise GPUModuleError(f"ozsim's scheme II GPU module ozsim.gemm.ozaki2.cuda failed to "
                              f"import: {exc.__class__.__name__}: {exc}") from exc
     return cuda
-
-
-def analyse_columns(b, workspace_bytes: int | None = None):
-    """:func:`analyse_rows` of ``b.T`` (B's columns), in blocks that fit ``workspace_bytes``."""
-    xp = array_namespace(b)
-    if xp is not np:  # pragma: no cover - GPU
-        return _gpu_module().analyse(b.T)
-    ws = default_workspace_bytes(xp) if workspace_bytes is None else workspace_bytes
-    k = b.shape[0]
-    return analyse_rows(b.T, max(1, ws // (48 * max(k, 1))))
 
 
 def crt_zgemm(a, b, num_moduli: int | None = None, *, T: float = 1.0, out=None,
