@@ -36,6 +36,23 @@ __device__ __forceinline__ int crt_slot(int rowfast, int t, int part)
     return rowfast ? part * 32 + t : t * 32 + part;
 }
 
+// The block's per-thread partial sums s_s[slot] of each of its rows, added into sq[r] with one
+// atomic per row and block (integers: any order). T = double (exact integers below 2**53) or
+// unsigned long long.
+template <typename T>
+__device__ __forceinline__ void crt_add_row_sums(const T* s_s, int rowfast, long long rows,
+                                                 unsigned long long* __restrict__ sq)
+{
+    const int nrb = rowfast ? 32 : 8, nparts = rowfast ? 8 : 32;
+    const int t = threadIdx.x;
+    const long long r = (long long)blockIdx.x * nrb + t;
+    if (t < nrb && r < rows) {
+        T tot = 0;
+        for (int q = 0; q < nparts; ++q) tot += s_s[crt_slot(rowfast, t, q)];
+        if (tot > 0) atomicAdd(&sq[r], (unsigned long long)tot);
+    }
+}
+
 // Pass 1: per row the largest frexp exponent of its scalars (emax, atomicMax, initialised to
 // INT_MIN: the ozIMMU exponent e, 0 for a zero row after crt_fin); *flag = 1 on NaN/Inf.
 extern "C" __global__ void crt_scan(
@@ -95,14 +112,7 @@ extern "C" __global__ void crt_sumsq(
     }
     s_s[g.slot] = s;
     __syncthreads();
-    const int nrb = rowfast ? 32 : 8, nparts = rowfast ? 8 : 32;
-    const int t = threadIdx.x;
-    const long long r = (long long)blockIdx.x * nrb + t;
-    if (t < nrb && r < rows) {
-        double tot = 0.0;
-        for (int q = 0; q < nparts; ++q) tot += s_s[crt_slot(rowfast, t, q)];
-        if (tot > 0.0) atomicAdd(&sq[r], (unsigned long long)tot);
-    }
+    crt_add_row_sums(s_s, rowfast, rows, sq);
 }
 
 // int8-crt-auto's statistics of A (ozaki2.bound_stats; ozaki2.cuda.bound_stats_parts), run on
@@ -130,14 +140,7 @@ extern "C" __global__ void crt_col_sumsq(
     }
     s_s[g.slot] = s;
     __syncthreads();
-    const int nrb = rowfast ? 32 : 8, nparts = rowfast ? 8 : 32;
-    const int t = threadIdx.x;
-    const long long r = (long long)blockIdx.x * nrb + t;
-    if (t < nrb && r < rows) {
-        unsigned long long tot = 0ull;
-        for (int q = 0; q < nparts; ++q) tot += s_s[crt_slot(rowfast, t, q)];
-        if (tot) atomicAdd(&sq[r], tot);
-    }
+    crt_add_row_sums(s_s, rowfast, rows, sq);
 }
 
 // Per row: f = e - NFRAC + ceil(bitlength(S) / 2) (0 for a zero row) into f.
