@@ -12,25 +12,26 @@ from __future__ import annotations
 
 import cupy as cp
 
-__all__ = ["THREADS", "a_fragments", "a_fragment_bytes", "tile"]
+__all__ = ["THREADS", "a_fragments", "a_fragment_bytes", "row_fragments", "tile"]
 
 #: Threads per block of the tensor-core gate kernels (8 warps).
 THREADS = 256
 
 
-def tile(d: int) -> tuple[int, int, int]:
+def tile(d: int, kd: int | None = None) -> tuple[int, int, int]:
     """``(NC, KD, W)`` of ``mma_gate.cuh`` for a ``d``-qubit gate: columns (amplitude groups)
-    per tile, the products' inner dimension ``max(2 * 2**d, 32)``, and shared-memory words per
-    column of one INT8 plane (``KD / 4 + 4``: 4 times an odd number, no bank conflicts)."""
+    per tile, the products' inner dimension (``max(2 * 2**d, 32)`` unless ``kd`` widens it),
+    and shared-memory words per column of one INT8 plane (``KD / 4 + 4``: 4 times an odd
+    number, no bank conflicts)."""
     k = 1 << d
-    kd = max(2 * k, 32)
+    kd = kd or max(2 * k, 32)
     mpt = k // 4 if k >= 16 else 4
     return THREADS // (k // mpt), kd, kd // 4 + 4
 
 
-def a_fragment_bytes(d: int, planes: int) -> int:
+def a_fragment_bytes(d: int, planes: int, kd: int | None = None) -> int:
     """Bytes of :func:`a_fragments` for ``planes`` INT8 planes of a ``d``-qubit gate."""
-    return planes * ((1 << d) // 8) * (tile(d)[1] // 32) * 32 * 16
+    return planes * ((1 << d) // 8) * (tile(d, kd)[1] // 32) * 32 * 16
 
 
 def a_fragments(re, im):
@@ -48,15 +49,20 @@ def a_fragments(re, im):
         ``8 mt .. 8 mt + 7``; register ``r`` of lane ``(g, t)`` holds row ``g + 8 (r % 2)``,
         columns ``4 t + 16 (r // 2) + 0..3``.
     """
-    s, k = re.shape[0], re.shape[1]
-    _, kd, _ = tile(k.bit_length() - 1)
     ar = re.astype(cp.int8)
     ai = im.astype(cp.int8)
-    rows_re = cp.concatenate([ar, -ai], axis=2)  # (planes, K, 2K)
-    rows_im = cp.concatenate([ai, ar], axis=2)
+    return row_fragments(cp.concatenate([ar, -ai], axis=2), cp.concatenate([ai, ar], axis=2))
+
+
+def row_fragments(rows_re, rows_im, kd: int | None = None):
+    """:func:`a_fragments` of an embedding given by its rows: ``rows_re[s, m]`` is the real and
+    ``rows_im[s, m]`` the imaginary row of member ``m`` (``(planes, K, width)`` INT8 CuPy
+    arrays, ``width <= KD``, zero columns past ``width``); ``kd``: as :func:`tile`."""
+    s, k, width = rows_re.shape
+    _, kd, _ = tile(k.bit_length() - 1, kd)
     emb = cp.zeros((s, k // 8, 2, 8, kd), dtype=cp.int8)
-    emb[..., : 2 * k] = cp.stack([rows_re.reshape(s, k // 8, 8, 2 * k),
-                                  rows_im.reshape(s, k // 8, 8, 2 * k)], axis=2)
+    emb[..., :width] = cp.stack([rows_re.reshape(s, k // 8, 8, width),
+                                 rows_im.reshape(s, k // 8, 8, width)], axis=2)
     # (s, mt, rowhalf, g, ks, khalf, t, byte) -> (s, mt, ks, g, t, khalf, rowhalf, byte)
     emb = emb.reshape(s, k // 8, 2, 8, kd // 32, 2, 4, 4).transpose(0, 1, 4, 3, 6, 5, 2, 7)
     return cp.ascontiguousarray(emb).view(cp.uint32).reshape(s, k // 8, kd // 32, 32, 4)

@@ -7,9 +7,9 @@
 //   1. the norm exponent f of the column (norm_exponents: e from the largest |Re|, |Im|, the
 //      exact sum S of the squares of ceil(|x| 2**(NFRAC - e)), f = e - NFRAC + ceil(bl(S) / 2));
 //   2. each scalar's integer v = rnd(ldexp(x, gB - f)) (rint, or trunc without ROUND), |v| <=
-//      2**gB + 2**8 < 2**78, cut exactly into 6 pieces of 13 bits by truncation (|h_i| < 2**13);
-//   3. per modulus p: a residue of each scalar, acc = sum_i h_i (2**(13 i) mod p) in FP32 (an
-//      integer below 6 * 2**13 * 128 < 2**23: exact), less rint(acc fl32(1/p)) p (|r| <= p/2 +
+//      2**gB < 2**(12 NPIECE), cut exactly into NPIECE pieces of 12 bits by truncation;
+//   3. per modulus p: a residue of each scalar, acc = sum_i h_i (2**(12 i) mod p) in FP32 (an
+//      integer below 7 * 2**12 * 128 < 2**22: exact), less rint(acc fl32(1/p)) p (|r| <= p/2 +
 //      1/2: a representative, which is all the products need); the products Re = Ar Br - Ai Bi,
 //      Im = Ar Bi + Ai Br as FP32 fused multiply-adds of integers (below 2 * 2**d * 128 * 129 <
 //      2**24: exact), and u = Re, Im mod p in [0, p): the unique residues of q_p C' that the GEMM
@@ -21,8 +21,8 @@
 // (the modulus loop index is the same across a warp: uniform loads).
 // NaN or Inf in a group sets *flag (the caller raises NonFiniteError).
 //
-// Options: -DGATE_QUBITS=d -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 and the scheme's
-// constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli).
+// Options: -DGATE_QUBITS=d -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 -DNPIECE=ceil((gB + 1) / 12)
+// and the scheme's constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli).
 
 #define CRT_GATE_A_RESIDUES  // a_res: [modulus][Ar, Ai][row][k], weighted residues
 #include "crt_gate.cuh"

@@ -1,7 +1,7 @@
 // Scheme II pieces of the one-pass gates (crt_gate.cu, crt_gate_mma.cu): the per-modulus
-// constants, a scalar's 13-bit pieces, a residue from them, and the CRT reconstruction of
+// constants, a scalar's 12-bit pieces, a residue from them, and the CRT reconstruction of
 // ozaki2._CRTAccumulator's sums; first, the options both kernels take (-DGATE_QUBITS=d, -DNMOD,
-// -DNLIMB, -DROUND and the scheme's constants -DNFRAC -DLBITS), D and K.
+// -DNLIMB, -DROUND, -DNPIECE and the scheme's constants -DNFRAC -DLBITS), D and K.
 #ifndef OZSIM_CRT_GATE_CUH
 #define OZSIM_CRT_GATE_CUH
 
@@ -23,18 +23,27 @@
 #define ROUND 1
 #endif
 
-#define NPIECE 6
-#define PBITS 13
-#define RMAGIC32 12582912.0f  // 1.5 * 2**23
-// 2**(13 i) and 2**(-13 i), i < NPIECE: the pieces' weights (exact powers of two)
-__device__ constexpr double kScale[NPIECE] = {0x1p0, 0x1p13, 0x1p26, 0x1p39, 0x1p52, 0x1p65};
-__device__ constexpr double kInvScale[NPIECE] = {0x1p0, 0x1p-13, 0x1p-26, 0x1p-39, 0x1p-52, 0x1p-65};
+#ifndef NPIECE
+#define NPIECE 7  // enough for gB <= 83 (20 moduli: gB = 77)
+#endif
+#if NPIECE > 7
+#error "NPIECE <= 7: sum_i |h_i w_i| < 7 * 2**12 * 128 < 2**22 keeps the residues' FP32 sums exact"
+#endif
+#define PBITS 12
+#define RMAGIC32 12582912.0f  // 1.5 * 2**23: x + RMAGIC32 rounds x to an integer, kept in the low bits
 
 #ifdef CRT_GATE_A_RESIDUES  // (crt_gate.cu's A operand in constant memory, declared first)
 __constant__ float a_res[NMOD * 2 * K * K];  // [modulus][Ar, Ai][row][k], weighted residues
 #endif
-__constant__ float mod_p[NMOD], mod_ip[NMOD], mod_w[NMOD * NPIECE];
+// per modulus: p, fl32(1/p), fl32(1/p) rounded up, RMAGIC32 - OFF (OFF: the least multiple of p
+// at or above 2**21), and the pieces' weights 2**(12 i) mod p (symmetric)
+__constant__ float mod_p[NMOD], mod_ip[NMOD], mod_ipu[NMOD], mod_moff[NMOD], mod_w[NMOD * NPIECE];
 __constant__ double crt_invp[NMOD], crt_m[NMOD * NLIMB], crt_big_p[NLIMB];
+
+__device__ __forceinline__ double pow2(int k)  // 2**k, a normal double
+{
+    return __longlong_as_double((long long)(k + 1023) << 52);
+}
 
 __device__ __forceinline__ float rem32(float x, float p, float ip)
 {
@@ -43,17 +52,51 @@ __device__ __forceinline__ float rem32(float x, float p, float ip)
 }
 
 // v = rnd(y) (rint, or trunc without ROUND: the one rounding of the scheme) cut exactly into
-// NPIECE pieces of PBITS bits by truncation (|h_i| < 2**13; |v| < 2**78)
+// NPIECE pieces of PBITS bits by truncation (|h_i| < 2**12, all of v's sign; |v| <= 2**gB <
+// 2**(12 NPIECE))
 __device__ __forceinline__ void scalar_pieces(double y, float (&h)[NPIECE])
 {
     double v = ROUND ? rint(y) : trunc(y);
 #pragma unroll
     for (int i = NPIECE - 1; i > 0; --i) {
-        const double hi = trunc(v * kInvScale[i]);  // exact, |hi| < 2**13
+        const double hi = trunc(v * pow2(-PBITS * i));  // exact, |hi| < 2**12
         h[i] = (float)hi;
-        v -= hi * kScale[i];  // exact: the bits below 2**(13 i)
+        v = fma(-hi, pow2(PBITS * i), v);  // exact: the bits of v below 2**(12 i)
     }
     h[0] = (float)v;
+}
+
+// RMAGIC32 + r with r = sum_i h_i w_i - p rint(sum_i h_i w_i fl32(1/p)) for modulus l: every
+// partial sum is an integer s with |s| < 2**22, so RMAGIC32 + s is exact; fl32(1/p) is within
+// 2**-24 relative, so with |s / p| < 2**22 / 173 (p >= 173) s fl32(1/p) is within 0.0015 of s / p,
+// nearer than the 1 / (2 p) >= 0.00196 between s / p and a tie for odd p: |r| <= (p - 1) / 2
+// (p = 256: |r| <= 128, 128 as the byte -128), and the low byte of the result's bits is r as an
+// INT8 residue
+__device__ __forceinline__ float residue_magic(const float (&h)[NPIECE], int l)
+{
+    float acc = RMAGIC32;
+#pragma unroll
+    for (int i = 0; i < NPIECE; ++i) acc = fmaf(h[i], mod_w[l * NPIECE + i], acc);
+    const float q = fmaf(acc - RMAGIC32, mod_ip[l], RMAGIC32) - RMAGIC32;
+    return fmaf(-q, mod_p[l], acc);
+}
+
+// The low bytes of four floats' bits, in order, as one word (INT8 residues from residue_magic)
+__device__ __forceinline__ unsigned pack_low_bytes(float a, float b, float c, float d)
+{
+    return __byte_perm(__byte_perm(__float_as_uint(a), __float_as_uint(b), 0x0040),
+                       __byte_perm(__float_as_uint(c), __float_as_uint(d), 0x0040), 0x5410);
+}
+
+// v mod p in [0, p) for an integer |v| <= 2**21 (moff = RMAGIC32 - OFF, ipu = fl32(1/p) rounded
+// up): x = v + OFF in [0, 2**22 + p) exactly, and x ipu lies in [x / p, x / p + 0.003] (ipu
+// within 2**-23 relative), below the next integer (x / p is at least 1 / p >= 0.0039 under it):
+// the round-down fma is 2**23 + floor(x / p)
+__device__ __forceinline__ float mod_nonneg(int v, float p, float ipu, float moff)
+{
+    const float x = __int_as_float(0x4B400000 + v) - moff;
+    const float q = __fmaf_rd(x, ipu, 0x1p23f) - 0x1p23f;
+    return fmaf(-q, p, x);
 }
 
 // The value of the CRT sums of one entry (q: the quotient estimate, used only through rint;

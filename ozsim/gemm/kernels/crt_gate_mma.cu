@@ -7,31 +7,39 @@
 //   1. split: a column's norm exponent f (norm_exponents: e from its largest |Re|, |Im|, the
 //      exact sum S of the squares of ceil(|x| 2**(NFRAC - e)) over its K amplitudes, reduced
 //      over the column's threads, f = e - NFRAC + ceil(bl(S) / 2)); each scalar's integer v =
-//      rnd(ldexp(x, gB - f)) in NPIECE pieces (crt_gate.cuh), and per modulus p its residue
-//      sum_i h_i (2**(13 i) mod p) less rint(. fl32(1/p)) p, moved into [-128, 127] (any
-//      representative serves: the products are reduced mod p), one INT8 plane per modulus in
-//      shared memory;
+//      rnd(ldexp(x, gB - f)) in NPIECE pieces of 12 bits (crt_gate.cuh), and per modulus p its
+//      residue sum_i h_i (2**(12 i) mod p) less rint(. fl32(1/p)) p, in [-128, 128] and taken
+//      as a byte (residue_magic: any representative serves, the products are reduced mod p), one
+//      INT8 plane per modulus in shared memory;
 //   2. per modulus, one mma product of the real embedding of A's residues and B's plane (|sum|
-//      <= KD 128**2 < 2**22: exact), u = Re, Im mod p in [0, p) (exact in FP32): the unique
+//      <= 2 K 128**2 <= 2**19: exact), u = Re, Im mod p in [0, p) (mod_nonneg, exact): the unique
 //      residues of q_p C' that the GEMM path's Karatsuba products reduce to as well;
 //   3. the CRT sums of ozaki2._CRTAccumulator in FP64 in the moduli's order (the quotient
 //      estimate sum u fl(1/p) and the base-2**LBITS digit sums, exact), the carries and the one
 //      rounding (crt_finish), ldexp by fA[row] + f - (gA + gB), written back in place.
 // Same bits as the CPU path. NaN or Inf in a column sets *flag and leaves the column as it was.
 //
-// Options: -DGATE_QUBITS=d (3, 4) -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 and the scheme's
-// constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli). Shared memory (dynamic): A's
+// Options: -DGATE_QUBITS=d (3, 4) -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1
+// -DNPIECE=ceil((gB + 1) / 12) and the scheme's constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli). Shared memory (dynamic): A's
 // fragments, NMOD * A_STRIDE * 16 bytes, and B's residues, NMOD * NC * W * 4 bytes.
 
 #include "crt_gate.cuh"
+#ifndef DIGITS
+#define DIGITS 0
+#endif
+#if DIGITS  // B's byte digits, k = 8 kk + i (one plane for every modulus)
+#define KD (16 * K)
+#endif
 #include "mma_gate.cuh"
+
+#ifndef SPLIT_UNROLL
+#define SPLIT_UNROLL (NMOD <= 16 ? NMOD : 5)  // the split's modulus loop (whole: more spill)
+#endif
+constexpr int kSplitUnroll = SPLIT_UNROLL;
 
 #if WMT * WNT > 2
 #error "crt_gate_mma.cu keeps the CRT sums of 8 entries a thread (d <= 4)"
 #endif
-
-__device__ __forceinline__ float small_to_float(int v) { return __int_as_float(0x4B400000 + v) - RMAGIC32; }
-__device__ __forceinline__ int float_to_small(float v) { return __float_as_int(v + RMAGIC32) - 0x4B400000; }
 
 // The column's norm exponent f (ozaki2.norm_exponents) from its exponent e: the exact sum of the
 // squares of ceil(|x| 2**(NFRAC - e)) over the column (integers below 2**53: any order)
@@ -57,7 +65,8 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
              int p5, const uint4* __restrict__ a_frag, const int* __restrict__ a_f, int gb,
              int gsum, int* __restrict__ flag)
 {
-    extern __shared__ uint4 smem[];  // [A's fragments [NMOD][A_STRIDE]][B's residues [NMOD][NC][W]]
+    extern __shared__ uint4 smem[];  // [A's fragments [NMOD][A_STRIDE]][B's residues [NMOD][NC][W]
+                                     //  or B's digits [NC][W]]
     unsigned* b_res = reinterpret_cast<unsigned*>(smem + NMOD * A_STRIDE);
     for (int i = threadIdx.x; i < NMOD * A_STRIDE; i += THREADS) smem[i] = __ldg(a_frag + i);
     __shared__ long long moff[K], col_base[NC];
@@ -90,6 +99,20 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                 col_f[scol] = (live && finite) ? f : NOT_FINITE;
                 if (live && !finite) atomicOr(flag, 1);
             }
+#if DIGITS
+#pragma unroll
+            for (int part = 0; part < 2; ++part)
+#pragma unroll
+                for (int i = 0; i < MPT; ++i) {
+                    const double y = scale2(part ? x[i].y : x[i].x, gb - f);
+                    const long long v = ROUND ? __double2ll_rn(y) : __double2ll_rz(y);
+                    // balanced bytes b_i (sum_i b_i 2**(8 i) = v, |v| <= 2**62): byte i of
+                    // v + 0x80..80 less 128, which as an INT8 is that byte with its top bit flipped
+                    const unsigned long long w = (unsigned long long)v + 0x8080808080808080ull;
+                    *reinterpret_cast<uint2*>(b_res + scol * W + 2 * (part * K + sq * MPT + i)) =
+                        make_uint2((unsigned)w ^ 0x80808080u, (unsigned)(w >> 32) ^ 0x80808080u);
+                }
+#else
 #pragma unroll
             for (int part = 0; part < 2; ++part) {
 #pragma unroll
@@ -99,23 +122,13 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                     for (int u = 0; u < 4; ++u)
                         scalar_pieces(scale2(part ? x[i0 + u].y : x[i0 + u].x, gb - f), h[u]);
                     unsigned* dst = b_res + scol * W + (part * K + sq * MPT + i0) / 4;
-#pragma unroll 4
-                    for (int l = 0; l < NMOD; ++l) {
-                        const float p = mod_p[l], ip = mod_ip[l];
-                        unsigned word = 0;
-#pragma unroll
-                        for (int u = 0; u < 4; ++u) {
-                            float acc = 0.0f;  // an integer below 6 * 2**13 * 128 < 2**23: exact
-#pragma unroll
-                            for (int i = 0; i < NPIECE; ++i) acc = fmaf(h[u][i], mod_w[l * NPIECE + i], acc);
-                            float r = rem32(acc, p, ip);  // |r| <= p/2 + 1/2
-                            r = r > 127.0f ? r - p : (r < -128.0f ? r + p : r);  // into INT8
-                            word |= ((unsigned)float_to_small(r) & 0xffu) << (8 * u);
-                        }
-                        dst[l * NC * W] = word;
-                    }
+#pragma unroll kSplitUnroll
+                    for (int l = 0; l < NMOD; ++l)
+                        dst[l * NC * W] = pack_low_bytes(residue_magic(h[0], l), residue_magic(h[1], l),
+                                                         residue_magic(h[2], l), residue_magic(h[3], l));
                 }
             }
+#endif
         }
         __syncthreads();
         // 2.-3. per modulus one product, its residues mod p, the CRT sums
@@ -130,6 +143,15 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
 #pragma unroll
                     for (int c = 0; c < NLIMB; ++c) dl[mi][ni][v][c] = 0.0;
                 }
+#if DIGITS
+        unsigned bd[KS][WNT][2];  // B's digit fragments, the same for every modulus
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+            for (int ni = 0; ni < WNT; ni += 2)
+                ldmatrix_x4(b_lane + (unsigned)(ks * 32 + ni * 8 * W * 4), bd[ks][ni][0], bd[ks][ni][1],
+                            bd[ks][ni + 1][0], bd[ks][ni + 1][1]);
+#endif
 #pragma unroll 1
         for (int l = 0; l < NMOD; ++l) {
             int pr[WMT][WNT][4];
@@ -142,19 +164,23 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks) {
                 uint4 a[WMT];
-                unsigned b[WNT][2];
 #pragma unroll
                 for (int mi = 0; mi < WMT; ++mi) a[mi] = smem[a_lane + l * A_STRIDE + (mi * KS + ks) * 32];
+#if DIGITS
+                const unsigned (&b)[WNT][2] = bd[ks];
+#else
+                unsigned b[WNT][2];
 #pragma unroll
                 for (int ni = 0; ni < WNT; ni += 2)
                     ldmatrix_x4(b_lane + (unsigned)(l * NC * W * 4 + ks * 32 + ni * 8 * W * 4),
                                 b[ni][0], b[ni][1], b[ni + 1][0], b[ni + 1][1]);
+#endif
 #pragma unroll
                 for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
                     for (int mi = 0; mi < WMT; ++mi) mma_s8(pr[mi][ni], a[mi], b[ni][0], b[ni][1]);
             }
-            const float p = mod_p[l], ip = mod_ip[l];
+            const float p = mod_p[l], ipu = mod_ipu[l], moff = mod_moff[l];
             const double invp = crt_invp[l];
             double m[NLIMB];
 #pragma unroll
@@ -165,9 +191,7 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                 for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
                     for (int v = 0; v < 4; ++v) {
-                        float u = rem32(small_to_float(pr[mi][ni][v]), p, ip);  // exact
-                        if (u < 0.0f) u += p;  // [0, p)
-                        const double ud = (double)u;
+                        const double ud = (double)mod_nonneg(pr[mi][ni][v], p, ipu, moff);  // [0, p)
                         q[mi][ni][v] = fma(ud, invp, q[mi][ni][v]);  // only rint(q) is used
 #pragma unroll
                         for (int c = 0; c < NLIMB; ++c)

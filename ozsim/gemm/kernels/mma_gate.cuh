@@ -10,7 +10,9 @@
 #ifndef OZSIM_MMA_GATE_CUH
 #define OZSIM_MMA_GATE_CUH
 
+#ifndef KD  // (an including file may widen it: crt_gate_mma.cu's byte digits)
 #define KD (2 * K < 32 ? 32 : 2 * K)  // the products' inner dimension, padded to the mma's k
+#endif
 #define KS (KD / 32)                  // k steps
 #define W (KD / 4 + 4)                // words per column of a slice (4 x odd: no bank conflict)
 #define MT (K / 8)                    // m tiles of 16 rows (8 members, Re and Im)

@@ -13,19 +13,31 @@ the gate alone: :func:`ozsim.gemm.ozaki2.choose_plan`). Same bits as the CPU pat
 Two kernels:
 
 - ``d <= 2``: ``kernels/crt_gate.cu``, one thread per amplitude group on the CUDA cores. Cost per
-  amplitude with N moduli and L digits of P: about ``2 N (6 + 3 + 2 * 2**d)`` FP32 operations
+  amplitude with N moduli and L digits of P: about ``2 N (NPIECE + 3 + 2 * 2**d)`` FP32 operations
   (residues and products) and ``2 N (L + 1)`` FP64 multiply-adds (the CRT sums); the FP64 part
   is the larger one on an H100.
 - ``d = 3, 4``: ``kernels/crt_gate_mma.cu`` on the INT8 tensor cores (``mma.sync`` m16n8k32), a
-  block per tile of 128 (``d = 3``) or 64 amplitude groups, B's residues of every modulus in
-  shared memory, A's as ready-made fragments (made once per gate and plan): one INT8 product per
-  modulus (``8 N max(2**d, 16)`` INT8 operations an amplitude), the same residue and CRT-sum
-  arithmetic as above without the FP32 products.
+  block per tile of 128 (``d = 3``) or 64 amplitude groups, A's residues as ready-made fragments
+  in shared memory (made once per gate and plan), one INT8 product per modulus, the CRT sums in
+  FP64 (``2 (L + 1)`` multiply-adds an amplitude and modulus, the larger part of the work).
+  B enters the products in one of two forms:
+
+  - ``d = 4`` (and ``N > 16``): B's residues of every modulus, ``N`` INT8 planes, each made
+    from 12-bit pieces of the scalar (``NPIECE + 4`` FP32 operations a scalar and modulus);
+    ``8 N max(2**d, 16)`` INT8 operations an amplitude.
+  - ``d = 3`` with ``N <= 16`` (:data:`DIGIT_QUBITS`): B's balanced byte digits, one plane for
+    every modulus (a conversion to INT64 and two logic operations a scalar), and A's embedding
+    column ``kk`` widened to ``8`` columns ``A[:, kk] 2**(8 i) mod p``: the products compute
+    ``sum_i A 2**(8 i) b_i = A v`` mod p, 4 times the INT8 operations (``512 N`` an amplitude;
+    the residue form pads its inner dimension 16 to 32) for no residue arithmetic on B at all. At ``d = 4`` this form needs 8 KiB of A a
+    modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
+    the copy floor against 4.5x).
 """
 
 from __future__ import annotations
 
 import functools
+from fractions import Fraction
 from pathlib import Path
 
 import cupy as cp
@@ -41,26 +53,52 @@ __all__ = ["MAX_QUBITS", "apply"]
 #: Largest gate of the one-pass kernels (the tensor-core one keeps the CRT sums of 8 entries a
 #: thread: 8 (L + 1) doubles).
 MAX_QUBITS = 4
-#: Largest gate of the CUDA-core kernel (registers: 2 * 2**d * 6 pieces, 2**d (L + 1) sums).
+#: Largest gate of the CUDA-core kernel (registers: 2 * 2**d * NPIECE pieces, 2**d (L + 1) sums).
 MAX_SCALAR_QUBITS = 2
-_PIECES, _PIECE_BITS = 6, 13
+#: Bits of the pieces a state scalar's integer is cut into (``crt_gate.cuh``: below 8 pieces,
+#: a residue's FP32 sum of pieces times weights stays under 2**22).
+_PIECE_BITS = 12
+_MAGIC32 = 3 << 22  # 1.5 * 2**23
+#: Gates whose tensor-core kernel takes B as byte digits (one INT8 plane for every modulus, the
+#: residues folded into A: ``crt_gate_mma.cu``, DIGITS), for ``gB <= 62`` (``N <= 16``).
+DIGIT_QUBITS = frozenset({3})
+_DIGITS, _DIGIT_BITS, _DIGIT_MAX_BITS = 8, 8, 62
 _KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 _SOURCE = _KERNELS / "crt_gate.cu"
 _MMA_SOURCE = _KERNELS / "crt_gate_mma.cu"
 _MEMCPY_D2D, _MEMCPY_H2D = 3, 1
 
 
+def _num_pieces(bits_b: int) -> int:
+    """Pieces of ``_PIECE_BITS`` bits that hold a state scalar's integer, ``|v| <= 2**bits_b``."""
+    return -(-(bits_b + 1) // _PIECE_BITS)
+
+
+def _inverse_rounded_up(p: int) -> np.float32:
+    """The least float32 at or above ``1/p``."""
+    ip = np.float32(1) / np.float32(p)
+    return ip if Fraction(float(ip)) >= Fraction(1, p) else np.nextafter(ip, np.float32(1))
+
+
+def _digits(d: int, plan) -> bool:
+    """Whether the tensor-core kernel takes B as byte digits (``crt_gate_mma.cu``, DIGITS)."""
+    return d in DIGIT_QUBITS and plan.bits_b <= _DIGIT_MAX_BITS
+
+
 @functools.cache  # (the constant tables are uploaded once per module)
-def _module(d: int, num_moduli: int, rounding: bool, device: int):
+def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool, device: int):
     const = crt_constants(num_moduli)
     mod = raw_module(_MMA_SOURCE if d > MAX_SCALAR_QUBITS else _SOURCE, (
         "-std=c++17", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
-        f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}", f"-DNFRAC={NORM_FRAC_BITS}",
-        f"-DLBITS={LIMB_BITS}"))
+        f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}", f"-DNPIECE={npieces}",
+        f"-DDIGITS={int(digits)}", f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}"))
     p = np.array(const.moduli, dtype=np.float32)
-    w = np.array([[((1 << (_PIECE_BITS * i)) % m + m // 2) % m - m // 2 for i in range(_PIECES)]
-                  for m in const.moduli], dtype=np.float32)  # symmetric 2**(13 i) mod p
-    tables = {"mod_p": p, "mod_ip": (np.float32(1) / p).astype(np.float32), "mod_w": w,
+    w = np.array([[((1 << (_PIECE_BITS * i)) % m + m // 2) % m - m // 2 for i in range(npieces)]
+                  for m in const.moduli], dtype=np.float32)  # symmetric 2**(12 i) mod p
+    offset = [m * -(-(1 << 21) // m) for m in const.moduli]  # least multiple of p >= 2**21
+    tables = {"mod_p": p, "mod_ip": (np.float32(1) / p).astype(np.float32),
+              "mod_ipu": np.array([_inverse_rounded_up(m) for m in const.moduli], np.float32),
+              "mod_moff": np.array([_MAGIC32 - o for o in offset], np.float32), "mod_w": w,
               "crt_invp": const.inv_p, "crt_m": const.limbs_M, "crt_big_p": const.limbs_P}
     for name, host in tables.items():
         host = np.ascontiguousarray(host)
@@ -88,7 +126,8 @@ def apply(psi, prep, positions, plan) -> None:
     """
     d = len(positions)
     n_mod = plan.num_moduli
-    mod = _module(d, n_mod, plan.rounding, cp.cuda.Device().id)
+    mod = _module(d, n_mod, plan.rounding, _num_pieces(plan.bits_b), _digits(d, plan),
+                  cp.cuda.Device().id)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
     if d > MAX_SCALAR_QUBITS:
@@ -99,26 +138,48 @@ def apply(psi, prep, positions, plan) -> None:
         raise NonFiniteError("the state vector has NaN or Inf amplitudes")
 
 
-def mma_fragments(prep, plan):
+def mma_fragments(prep, plan, digits: bool = False):
     """A's residues for ``plan`` as ``mma.sync`` A fragments, one plane per modulus
-    (:func:`ozsim.gemm._mma_gate.a_fragments`), made once per gate and plan."""
+    (:func:`ozsim.gemm._mma_gate.a_fragments`), made once per gate and plan.
+
+    ``digits``: for B as byte digits (``k = 8 kk + i``), the embedding's column ``kk`` times
+    ``2**(8 i) mod p``, reduced to ``[-(p // 2), (p - 1) // 2]``: ``KD = 16 K`` columns (the
+    INT32 sums stay below ``16 K 128**2 = 2**21`` at ``d = 3``)."""
     cache = prep.__dict__.setdefault("_mma_fragments", {})
-    key = (plan.bits_a, plan.num_moduli, plan.rounding)
+    key = (plan.bits_a, plan.num_moduli, plan.rounding, digits)
     frags = cache.get(key)
     if frags is None:
         res = prep.residues(plan.bits_a, plan.num_moduli, plan.rounding)  # (N, 3, m, k)
-        frags = cache[key] = _mma_gate.a_fragments(res[:, 0], res[:, 1])
+        if not digits:
+            frags = cache[key] = _mma_gate.a_fragments(res[:, 0], res[:, 1])
+        else:
+            ar, ai = res[:, 0].astype(cp.int64), res[:, 1].astype(cp.int64)
+            moduli = np.array(crt_constants(plan.num_moduli).moduli, dtype=np.int64)
+            w = cp.asarray([[pow(2, _DIGIT_BITS * i, int(m)) for i in range(_DIGITS)]
+                            for m in moduli], dtype=cp.int64)[:, None, None, :]  # (N, 1, 1, 8)
+            p = cp.asarray(moduli)[:, None, None]
+
+            def expand(rows):  # (N, K, 2K) -> (N, K, 2K * _DIGITS), symmetric residues
+                x = (rows[..., None] * w).reshape(rows.shape[:2] + (-1,))
+                return ((x + p // 2) % p - p // 2).astype(cp.int8)
+
+            k = ar.shape[-1]
+            frags = cache[key] = _mma_gate.row_fragments(
+                expand(cp.concatenate([ar, -ai], axis=2)), expand(cp.concatenate([ai, ar], axis=2)),
+                kd=2 * k * _DIGITS)
     return frags
 
 
 def _apply_mma(mod, psi, prep, positions, plan, groups, flag):
     d = len(positions)
-    nc, _, w = _mma_gate.tile(d)
+    digits = _digits(d, plan)
+    kd = (2 << d) * _DIGITS if digits else None
+    nc, _, w = _mma_gate.tile(d, kd)
     n_mod = plan.num_moduli
-    frags = mma_fragments(prep, plan)
+    frags = mma_fragments(prep, plan, digits)
     fa = cp.ascontiguousarray(prep.norm_exponents, dtype=cp.int32)
     kernel = mod.get_function("crt_gate_mma")
-    smem = _mma_gate.a_fragment_bytes(d, n_mod) + 4 * n_mod * nc * w
+    smem = _mma_gate.a_fragment_bytes(d, n_mod, kd) + 4 * (1 if digits else n_mod) * nc * w
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
     blocks = int(max(1, min(-(-groups // nc), 8 * _sms())))
