@@ -128,10 +128,10 @@ class Scheme:
 # 1.05 times one pass at d <= 3 (CUDA cores), 1.17, 1.65, 2.78 at d = 4, 5, 6 (tensor cores, an
 # H200; the GEMM path took 3.6 at d = 6); scheme I (H100)
 # (int8-auto at T = 1, s = 8, statistics pass included) 2.8 to 4.5 at d = 3..6 (the tensor-core
-# kernel); scheme II (int8-crt-auto at T = 0: 15 moduli for a Haar gate, no statistics pass; an
-# H200) 8.0 and 8.1 at d = 3, 4 (tensor cores). Both apply 1- and 2-qubit gates as 3-qubit ones
-# (pad_gates: their CUDA-core kernels took 3.1 / 4.8 and 21.3 / 9.3 there), so d = 1, 2
-# cost what d = 3 does.
+# kernel); scheme II (int8-crt-auto at T = 0: 15 moduli for a Haar gate, no statistics pass;
+# H100) 3.6 and 4.5 at d = 3 (B as byte digits), 4 (tensor cores). Both apply 1- and 2-qubit
+# gates as 3-qubit ones (pad_gates: their CUDA-core kernels took 3.1 / 4.8 and 16.5 / 6.5
+# there), so d = 1, 2 cost what d = 3 does.
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native",
@@ -181,7 +181,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=4,
-                                one_pass_passes=(8.0, 8.0, 8.0, 8.1))},
+                                one_pass_passes=(3.7, 3.7, 3.7, 4.5))},
         accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
                  "T = 0: norm-wise error bound no larger than FP64's",
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",
