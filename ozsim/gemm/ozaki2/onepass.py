@@ -46,6 +46,7 @@ import numpy as np
 from ...errors import NonFiniteError
 from .. import _mma_gate
 from .._gpu import _sms, raw_module
+from .cuda import prepared_residues
 from .moduli import LIMB_BITS, NORM_FRAC_BITS, crt_constants
 
 __all__ = ["MAX_QUBITS", "apply"]
@@ -138,6 +139,15 @@ def apply(psi, prep, positions, plan) -> None:
         raise NonFiniteError("the state vector has NaN or Inf amplitudes")
 
 
+def _gate_residues(prep, plan):
+    """A's weighted residues ``(N, [Ar, Ai], m, k)`` int8 for ``plan``: the GEMM path's one
+    residue kernel (:func:`ozsim.gemm.ozaki2.cuda.prepared_residues`, cached on ``prep``)."""
+    m, k = prep.shape
+    res = prepared_residues(prep, plan.bits_a, plan.num_moduli, -(-k // 4) * 4, plan.rounding,
+                            planes=2)
+    return res[:, :, :m, :k]
+
+
 def mma_fragments(prep, plan, digits: bool = False):
     """A's residues for ``plan`` as ``mma.sync`` A fragments, one plane per modulus
     (:func:`ozsim.gemm._mma_gate.a_fragments`), made once per gate and plan.
@@ -149,7 +159,7 @@ def mma_fragments(prep, plan, digits: bool = False):
     key = (plan.bits_a, plan.num_moduli, plan.rounding, digits)
     frags = cache.get(key)
     if frags is None:
-        res = prep.residues(plan.bits_a, plan.num_moduli, plan.rounding)  # (N, 3, m, k)
+        res = _gate_residues(prep, plan)  # (N, [Ar, Ai], m, k)
         if not digits:
             frags = cache[key] = _mma_gate.a_fragments(res[:, 0], res[:, 1])
         else:
@@ -190,7 +200,7 @@ def _apply_mma(mod, psi, prep, positions, plan, groups, flag):
 
 def _apply_scalar(mod, psi, prep, positions, plan, groups, flag):
     n_mod = plan.num_moduli
-    res = prep.residues(plan.bits_a, n_mod, plan.rounding)[:, :2]  # (N, [Ar, Ai], m, k)
+    res = _gate_residues(prep, plan)  # (N, [Ar, Ai], m, k)
     res = cp.ascontiguousarray(res, dtype=cp.float32)
     fa = cp.ascontiguousarray(prep.norm_exponents, dtype=cp.int32)
     stream = cp.cuda.get_current_stream().ptr

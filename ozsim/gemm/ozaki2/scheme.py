@@ -489,11 +489,6 @@ def crt_reconstruct(u, num_moduli: int):
 
 
 # -- the prepared A operand -----------------------------------------------------------------------
-#: Entries of a GPU operand up to which :meth:`PreparedCRTOperand.residues` runs on the host
-#: (a 7-qubit gate; its residues are then one upload).
-HOST_RESIDUES_MAX = 1 << 14
-
-
 @dataclass
 class PreparedCRTOperand:
     """The A operand of :func:`int8_crt_zgemm`, analysed once; residues cached per bit budget.
@@ -559,28 +554,20 @@ class PreparedCRTOperand:
             rounding: :attr:`CRTPlan.rounding` (to nearest, else truncation).
 
         Cached by ``(bits, N, rounding)``; a request for fewer moduli with the same ``bits``
-        and rounding reuses a larger entry (residues do not depend on ``N``). A GPU matrix of at
-        most :data:`HOST_RESIDUES_MAX` entries (a gate) is reduced on the host and uploaded:
-        the same integers (exact arithmetic) without some hundred small kernel launches.
+        and rounding reuses a larger entry (residues do not depend on ``N``).
         """
         for (b, n, rd), r in self._residues.items():
             if b == bits and rd == rounding and n >= num_moduli:
                 return r[:num_moduli]
         xp = array_namespace(self.matrix)
-        matrix, f = self.matrix, self.norm_exponents
-        host = xp is not np and matrix.size <= HOST_RESIDUES_MAX
-        if host:  # pragma: no cover - GPU
-            matrix, f, xp = matrix.get(), f.get(), np
         const = crt_constants(num_moduli)
-        shift = (bits - f)[:, None]
-        pr = scaled_pieces(matrix.real, shift, bits, xp, rounding=rounding)
-        pi = scaled_pieces(matrix.imag, shift, bits, xp, rounding=rounding)
+        shift = (bits - self.norm_exponents)[:, None]
+        pr = scaled_pieces(self.matrix.real, shift, bits, xp, rounding=rounding)
+        pi = scaled_pieces(self.matrix.imag, shift, bits, xp, rounding=rounding)
         m, k = self.shape
         out = xp.empty((num_moduli, 3, m, k), dtype=xp.int8)
         for i, p in enumerate(const.moduli):
             out[i] = residues(pr, pi, p, const.weights[i], xp)
-        if host:  # pragma: no cover - GPU
-            out = array_namespace(self.matrix).asarray(out)
         self._residues[(bits, num_moduli, rounding)] = out
         return out
 
