@@ -46,8 +46,8 @@ _MMA_SOURCE = Path(__file__).parent / "kernels" / "dense_gate_mma.cu"
 _MEMCPY_D2D = 3  # cudaMemcpyDeviceToDevice
 
 
-def _module(d: int, device: int):
-    return raw_module(_SOURCE, ("-std=c++17", f"-DGATE_QUBITS={d}"))
+def _module(d: int, device: int, single: bool = False):
+    return raw_module(_SOURCE, ("-std=c++17", f"-DGATE_QUBITS={d}", f"-DSINGLE={int(single)}"))
 
 
 def _mma_columns(d: int) -> int:
@@ -144,7 +144,7 @@ def apply_dense(psi, matrix, positions) -> None:
 
     Args:
         psi: ``(2**n,)`` complex128 CuPy array, C-contiguous (the state in the engine's buffer
-            order).
+            order); complex64 runs the FP32 CUDA-core kernel at every d.
         matrix: ``(2**d, 2**d)`` complex128 CuPy array, little-endian over the targets: bit j of
             its row/column index is the amplitude-index bit ``positions[j]``.
         positions: d distinct bit positions in ``0..n-1``, ``1 <= d <= MAX_QUBITS``, ``d < n``.
@@ -154,7 +154,7 @@ def apply_dense(psi, matrix, positions) -> None:
             not match.
     """
     d = len(positions)
-    if MMA_FROM <= d <= MAX_QUBITS and _mma_fits(d):
+    if MMA_FROM <= d <= MAX_QUBITS and psi.dtype == cp.complex128 and _mma_fits(d):
         apply_dense_mma(psi, matrix, positions)
     else:
         apply_dense_cuda_cores(psi, matrix, positions)
@@ -175,15 +175,17 @@ def _device_fits(device: int, smem: int) -> bool:
 
 
 def apply_dense_cuda_cores(psi, matrix, positions) -> None:
-    """:func:`apply_dense` by FP64 fused multiply-adds on CUDA cores (``kernels/dense_gate.cu``),
-    any ``1 <= d <= MAX_QUBITS``.
+    """:func:`apply_dense` by fused multiply-adds on CUDA cores (``kernels/dense_gate.cu``),
+    any ``1 <= d <= MAX_QUBITS``: FP64 for a complex128 ``psi``, FP32 for a complex64 one (the
+    single-precision backends' one-pass kernel; the gate is rounded to complex64).
 
     Raises:
         ValueError: as :func:`apply_dense`.
     """
     d = _check(psi, matrix, positions, range(1, MAX_QUBITS + 1))
-    mod = _module(d, cp.cuda.Device().id)
-    u = cp.ascontiguousarray(matrix, dtype=cp.complex128)
+    single = psi.dtype == cp.complex64
+    mod = _module(d, cp.cuda.Device().id, single)
+    u = cp.ascontiguousarray(matrix, dtype=cp.complex64 if single else cp.complex128)
     stream = cp.cuda.get_current_stream()
     cp.cuda.runtime.memcpyAsync(mod.get_global("gate_u").ptr, u.data.ptr, u.nbytes,
                                 _MEMCPY_D2D, stream.ptr)

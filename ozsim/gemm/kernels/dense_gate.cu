@@ -17,7 +17,9 @@
 // loads are contiguous; where one is, the loads of members c and c ^ 1 touch the same sectors
 // and meet in L1/L2, so DRAM still sees each sector once.
 //
-// Compiled once per d: GATE_QUBITS = 1..6 (SPLIT = 2 at d = 6 keeps 64 values a thread).
+// Compiled once per d: GATE_QUBITS = 1..6 (SPLIT = 2 at d = 6 keeps 64 values a thread), and
+// per precision: SINGLE=1 takes complex64 amplitudes and gate (FP32 fused multiply-adds; the
+// single-precision backends' one-pass kernel), else complex128.
 
 #ifndef GATE_QUBITS
 #error "GATE_QUBITS must be defined (1..6)"
@@ -27,11 +29,19 @@
 #define SPLIT (D >= 6 ? 2 : 1)
 #define KH (K / SPLIT)
 
-__constant__ double2 gate_u[K * K];  // row-major U, little-endian over the targets
+#if SINGLE
+typedef float real;
+typedef float2 complex_t;
+#else
+typedef double real;
+typedef double2 complex_t;
+#endif
+
+__constant__ complex_t gate_u[K * K];  // row-major U, little-endian over the targets
 #include "gate_groups.cuh"
 
 extern "C" __global__ void __launch_bounds__(256)
-dense_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
+dense_gate(complex_t* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
            int p5)
 {
     const int pos[6] = {p0, p1, p2, p3, p4, p5};  // target positions, bit j of the gate index
@@ -42,17 +52,17 @@ dense_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, 
     int sorted[D];
     sort_positions(pos, sorted);
     const long long base = group_base(active ? g : 0, sorted);
-    double2 x[KH];
+    complex_t x[KH];
 #pragma unroll
     for (int i = 0; i < KH; ++i)
-        x[i] = active ? psi[base + member_offset(part * KH + i, pos)] : make_double2(0.0, 0.0);
+        x[i] = active ? psi[base + member_offset(part * KH + i, pos)] : complex_t{0, 0};
 #pragma unroll 1
     for (int r = 0; r < K; ++r) {
-        const double2* u = gate_u + r * K + part * KH;
-        double re = 0.0, im = 0.0;
+        const complex_t* u = gate_u + r * K + part * KH;
+        real re = 0, im = 0;
 #pragma unroll
         for (int i = 0; i < KH; ++i) {
-            const double2 w = u[i];
+            const complex_t w = u[i];
             re = fma(w.x, x[i].x, re);
             re = fma(-w.y, x[i].y, re);
             im = fma(w.x, x[i].y, im);
@@ -62,6 +72,6 @@ dense_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, 
         re += __shfl_xor_sync(0xffffffffu, re, 1);
         im += __shfl_xor_sync(0xffffffffu, im, 1);
 #endif
-        if (active && r / KH == part) psi[base + member_offset(r, pos)] = make_double2(re, im);
+        if (active && r / KH == part) psi[base + member_offset(r, pos)] = complex_t{re, im};
     }
 }
