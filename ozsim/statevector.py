@@ -1,4 +1,5 @@
-"""The state-vector engine: ``2**N`` complex128 amplitudes, one GEMM per gate.
+"""The state-vector engine: ``2**N`` complex128 (or, in single precision, complex64) amplitudes,
+one GEMM per gate.
 
 A ``d``-qubit gate ``U`` on target qubits ``(q_0, ..., q_{d-1})`` (``q_0`` the least significant
 bit of ``U``'s index, Qiskit's convention) acts on the state ``psi`` as one matrix product, the
@@ -50,6 +51,7 @@ from .gemm.ozaki1 import default_workspace_bytes
 __all__ = ["StateVector", "available_memory_bytes", "check_memory", "state_bytes"]
 
 AMPLITUDE_BYTES = 16  # complex128
+PRECISIONS = registry.PRECISIONS  # precision -> the amplitudes' dtype
 #: Smallest gate (qubits) for which the GPU ``int8-crt*`` backends read the state through the
 #: permutation instead of copying it (the column offset table is ``8 * 2**(N - d)`` bytes).
 GATHER_MIN_QUBITS = 6
@@ -57,9 +59,10 @@ GATHER_MIN_QUBITS = 6
 _GATHER_TABLES = 4
 
 
-def state_bytes(num_qubits: int) -> int:
-    """Bytes of one ``2**num_qubits`` complex128 state vector."""
-    return AMPLITUDE_BYTES << num_qubits
+def state_bytes(num_qubits: int, precision: str = "double") -> int:
+    """Bytes of one ``2**num_qubits`` state vector: 16 an amplitude in double precision
+    (complex128), 8 in single (complex64)."""
+    return (AMPLITUDE_BYTES if precision == "double" else AMPLITUDE_BYTES // 2) << num_qubits
 
 
 def available_memory_bytes(xp: ModuleType) -> int:
@@ -91,7 +94,8 @@ def check_memory(needed: int, xp: ModuleType, what: str) -> None:
 
 
 class StateVector:
-    """``2**N`` complex128 amplitudes with two reusable buffers, on NumPy or CuPy.
+    """``2**N`` complex128 (complex64 in single precision) amplitudes with two reusable buffers,
+    on NumPy or CuPy.
 
     Args:
         num_qubits: N (>= 1).
@@ -102,6 +106,9 @@ class StateVector:
             runs through the backend's one-pass kernel on this device, only the state's own
             buffer is allocated (half the memory: one qubit more fits), the spare buffer and
             the GEMM workspace only if a gate needs them after all.
+        precision: ``"double"`` (complex128 amplitudes, the ZGEMM backends) or ``"single"``
+            (complex64, half the memory: the single-precision backends of
+            :mod:`ozsim.gemm.single`).
 
     Raises:
         InsufficientMemoryError: the buffers plus the workspace do not fit (before
@@ -110,29 +117,35 @@ class StateVector:
 
     def __init__(
         self, num_qubits: int, xp: ModuleType = np, workspace_bytes: int | None = None,
-        in_place: tuple[str, int] | None = None,
+        in_place: tuple[str, int] | None = None, precision: str = "double",
     ):
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got "
+                             f"{precision!r}")
         self.num_qubits = n = int(num_qubits)
         self.xp = xp
+        self.precision = precision
+        self.dtype = getattr(xp, PRECISIONS[precision])
         self.device = "cpu" if xp is np else "gpu"
         self.one_pass = True  # use a scheme's one-pass kernel where it has one (module doc)
-        single = in_place is not None and (in_place[1] == 0 or (
-            in_place[1] < n and registry.parse(in_place[0]).scheme.one_pass(self.device,
-                                                                            in_place[1])))
-        if single:  # every gate in place: one buffer, no GEMM workspace
+        one = in_place is not None and (in_place[1] == 0 or (
+            in_place[1] < n and registry.parse(in_place[0], precision).scheme.one_pass(
+                self.device, in_place[1])))
+        size = state_bytes(n, precision)
+        if one:  # every gate in place: one buffer, no GEMM workspace
             self.workspace_bytes = 0 if workspace_bytes is None else int(workspace_bytes)
-            self.peak_bytes = state_bytes(n)
+            self.peak_bytes = size
             check_memory(self.peak_bytes, xp, f"a {n}-qubit state vector (one buffer: every gate "
                          "of the run is applied in place)")
         else:
             if workspace_bytes is None:
-                workspace_bytes = default_workspace_bytes(xp, reserve=2 * state_bytes(n))
+                workspace_bytes = default_workspace_bytes(xp, reserve=2 * size)
             self.workspace_bytes = int(workspace_bytes)
-            self.peak_bytes = 2 * state_bytes(n) + min(self.workspace_bytes, 12 * state_bytes(n))
+            self.peak_bytes = 2 * size + min(self.workspace_bytes, self._workspace_cap())
             check_memory(self.peak_bytes, xp,
                          f"a {n}-qubit state vector (two buffers and workspace)")
-        self._buf = xp.zeros(1 << n, dtype=xp.complex128)
-        self._spare_buf = None if single else xp.empty(1 << n, dtype=xp.complex128)
+        self._buf = xp.zeros(1 << n, dtype=self.dtype)
+        self._spare_buf = None if one else xp.empty(1 << n, dtype=self.dtype)
         self._buf[0] = 1.0
         self.layout: tuple[int, ...] = tuple(range(n - 1, -1, -1))  # qubit held by each axis
         self._tables: dict = {}  # GPU offset tables by bit positions (_gathered)
@@ -142,14 +155,18 @@ class StateVector:
         """The second buffer, allocated on first use (a one-buffer state vector that meets a
         gate needing it: the memory check comes first)."""
         if self._spare_buf is None:
-            n = self.num_qubits
+            n, size = self.num_qubits, state_bytes(self.num_qubits, self.precision)
             if self.workspace_bytes == 0:
-                self.workspace_bytes = default_workspace_bytes(self.xp, reserve=state_bytes(n))
-            need = state_bytes(n) + min(self.workspace_bytes, 12 * state_bytes(n))
+                self.workspace_bytes = default_workspace_bytes(self.xp, reserve=size)
+            need = size + min(self.workspace_bytes, self._workspace_cap())
             check_memory(need, self.xp, f"the second buffer of a {n}-qubit state vector")
-            self._spare_buf = self.xp.empty(1 << n, dtype=self.xp.complex128)
-            self.peak_bytes = state_bytes(n) + need
+            self._spare_buf = self.xp.empty(1 << n, dtype=self.dtype)
+            self.peak_bytes = size + need
         return self._spare_buf
+
+    def _workspace_cap(self) -> int:
+        """The most GEMM workspace a gate can use: 12 states' worth of slice buffers."""
+        return 12 * state_bytes(self.num_qubits, self.precision)
 
     @_spare.setter
     def _spare(self, value):
@@ -164,11 +181,14 @@ class StateVector:
         T: float = 1.0,
     ) -> GemmInfo:
         """Apply a d-qubit gate: in place through the scheme's one-pass kernel where it has one
-        for this device and d (:attr:`one_pass`), else permute (only if needed) and one ZGEMM.
+        for this device and d (:attr:`one_pass`), else permute (only if needed) and one ZGEMM
+        (in single precision one complex64 GEMM, in blocks of columns that keep the emulated
+        backends' split copies of the state within :attr:`workspace_bytes`).
 
         Args:
-            gate: ``(2**d, 2**d)`` complex128 on the engine's device, little-endian over
-                ``qubits``, or a :class:`~ozsim.gemm.PreparedOperand` of one.
+            gate: ``(2**d, 2**d)`` complex128 (complex64 in single precision) on the engine's
+                device, little-endian over ``qubits``, or a prepared operand of one
+                (:func:`gemm_prepare`).
             qubits: d distinct target qubits.
             backend, T: see :func:`ozsim.gemm.zgemm`.
 
@@ -177,7 +197,7 @@ class StateVector:
             has the gate on the host: :func:`ozsim.gemm.bounds.of`; no device sync here).
         """
         d = len(qubits)
-        spec = registry.parse(backend)
+        spec = registry.parse(backend, self.precision)
         if self.one_pass and d < self.num_qubits and spec.scheme.one_pass(self.device, d):
             n = self.num_qubits
             positions = [n - 1 - self.layout.index(q) for q in qubits]
@@ -189,6 +209,11 @@ class StateVector:
             if self.layout[:d] != want:
                 self._permute(want)
             b, layout = self._buf.reshape(rows, cols), self.layout
+        if self.precision == "single":
+            info = self._single_gemm(gate, b, spec, T, self._spare.reshape(rows, cols))
+            self._buf, self._spare = self._spare, self._buf
+            self.layout = layout
+            return info
         _, info = zgemm(
             gate,
             b,
@@ -202,6 +227,22 @@ class StateVector:
         )
         self._buf, self._spare = self._spare, self._buf
         self.layout = layout
+        return info
+
+    def _single_gemm(self, gate, b, spec, T: float, out):
+        """``out = gate @ b`` in single precision through ``spec``'s scheme, in blocks of
+        columns: an emulated backend holds about ``4 * 2**d`` words an amplitude column in split
+        copies (TF32 or FP16 words, INT8 slices), so a block is at most
+        ``workspace_bytes / (16 * rows)`` columns (native ``cgemm``: one block)."""
+        rows, cols = b.shape
+        step = cols
+        if spec.name != "cgemm" and self.workspace_bytes:
+            step = max(1024, min(cols, self.workspace_bytes // (16 * rows)))
+        info = None
+        for j in range(0, cols, step):
+            _, info = spec.scheme.run(gate, b[:, j:j + step], spec, T=T, out=out[:, j:j + step],
+                                      xp=self.xp, check_finite=False,
+                                      workspace_bytes=self.workspace_bytes)
         return info
 
     def _gathered(self, front: tuple[int, ...], backend: str):
@@ -305,7 +346,8 @@ class StateVector:
 
     def copy(self) -> StateVector:
         """An independent copy (new buffers; same layout and options)."""
-        check_memory((1 + (self._spare_buf is not None)) * state_bytes(self.num_qubits), self.xp,
+        check_memory((1 + (self._spare_buf is not None)) * state_bytes(self.num_qubits,
+                                                                       self.precision), self.xp,
                      "a copy of the state vector")
         new = object.__new__(StateVector)
         new.__dict__.update(self.__dict__)
@@ -329,7 +371,8 @@ class StateVector:
         return to_numpy(self.amplitudes())
 
 
-def pad_gate(matrix, qubits: tuple[int, ...], backend: str, num_qubits: int):
+def pad_gate(matrix, qubits: tuple[int, ...], backend: str, num_qubits: int,
+             precision: str = "double"):
     """A gate of a size its scheme pads (``pad_gates``) as ``I (x) U`` on more qubits.
 
     Args:
@@ -337,6 +380,7 @@ def pad_gate(matrix, qubits: tuple[int, ...], backend: str, num_qubits: int):
         qubits: its d target qubits.
         backend: the backend that will apply it (:mod:`ozsim.gemm.registry`).
         num_qubits: N.
+        precision: ``"double"`` or ``"single"`` (the backend's registry).
 
     Returns:
         ``(matrix', qubits')``: unchanged, or ``kron(I, U)`` over ``qubits`` followed by the
@@ -345,17 +389,18 @@ def pad_gate(matrix, qubits: tuple[int, ...], backend: str, num_qubits: int):
         choice depends on the backend, d and N alone.
     """
     d = len(qubits)
-    target = min(registry.parse(backend).scheme.pad_gates.get(d, d), num_qubits - 1)
+    target = min(registry.parse(backend, precision).scheme.pad_gates.get(d, d), num_qubits - 1)
     if d == 0 or d >= target:
         return matrix, tuple(qubits)
     partners = tuple(q for q in range(num_qubits) if q not in qubits)[: target - d]
     return np.kron(np.eye(1 << (target - d)), matrix), tuple(qubits) + partners
 
 
-def gemm_prepare(matrix, backend: str):
+def gemm_prepare(matrix, backend: str, precision: str = "double"):
     """The A operand for :meth:`StateVector.apply`: a :class:`PreparedOperand` for the scheme I
     INT8 backends (exponents, loss histogram and slices computed once per gate), a
     :class:`~ozsim.gemm.PreparedCRTOperand` for scheme II (norm exponents, the auto rule's
     statistics and the residues of every modulus computed once per gate), the matrix itself
-    otherwise."""
-    return registry.parse(backend).scheme.prepare(matrix)
+    otherwise; in single precision the single-precision scheme's operand (the gate rounded to
+    complex64 at least)."""
+    return registry.parse(backend, precision).scheme.prepare(matrix)

@@ -12,6 +12,11 @@ fusion's cost model (:func:`cost_model`) all read :data:`SCHEMES`. Adding a sche
 ``int8-crt{N}``    Ozaki scheme II over INT8 with ``N`` = 2..20 moduli (3N INT8 GEMMs, Karatsuba)
 ``int8-crt-auto``  scheme II with the fewest moduli whose error bound is ``<= 2**T`` FP64's
 =================  ================================================================================
+
+Single precision (``Simulator(precision="single")``, complex64 amplitudes, :mod:`ozsim.gemm.single`)
+has its own list, :data:`SINGLE_SCHEMES`: ``cgemm`` (native), ``tf32x3`` / ``tf32x4`` (two TF32
+words a value), ``fp16-le`` (LE-GEMM) and ``int8-auto`` (INT8-AUTO with the loss counted against
+FP32's 24 bits). :func:`parse` takes the precision.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from .ozaki1 import backend as ozaki1_backend
 from .ozaki2 import MAX_MODULI, MIN_MODULI
 from .ozaki2 import backend as ozaki2_backend
 
-__all__ = ["SCHEMES", "Backend", "BackendName", "Scheme", "all_names", "cost_model", "help_text",
-           "parse"]
+__all__ = ["PRECISIONS", "SCHEMES", "SINGLE_SCHEMES", "Backend", "BackendName", "Scheme",
+           "all_names", "cost_model", "help_text", "parse"]
 
 
 @dataclass(frozen=True)
@@ -219,23 +224,35 @@ class Backend:
         return self.pattern.auto
 
 
-def help_text() -> str:
+def _schemes(precision: str) -> tuple[Scheme, ...]:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+    return SCHEMES if precision == "double" else SINGLE_SCHEMES
+
+
+def help_text(precision: str = "double") -> str:
     """``"zgemm, int8x{s} with s = 3..18, ..."``: every name, for messages and the CLI help."""
-    return ", ".join(p.display().replace(", ", " with ", 1) for s in SCHEMES for p in s.names)
+    return ", ".join(p.display().replace(", ", " with ", 1) for s in _schemes(precision)
+                     for p in s.names)
 
 
-def parse(name: str) -> Backend:
+def parse(name: str, precision: str = "double") -> Backend:
     """Parse a backend name (case and surrounding blanks ignored).
+
+    Args:
+        name: a backend name of ``precision``'s list.
+        precision: ``"double"`` (:data:`SCHEMES`, complex128 GEMMs) or ``"single"``
+            (:data:`SINGLE_SCHEMES`, complex64).
 
     Raises:
         TypeError: ``name`` is not a string.
-        ValueError: an unknown name, or a count outside the pattern's range (the message gives
-            the range).
+        ValueError: an unknown name (the message lists the precision's names), a count outside
+            the pattern's range (the message gives the range), or an unknown precision.
     """
     if not isinstance(name, str):
         raise TypeError(f"backend must be a string, got {type(name).__name__}")
     text = name.strip().lower()
-    for scheme in SCHEMES:
+    for scheme in _schemes(precision):
         for pat in scheme.names:
             m = pat.regex.fullmatch(text)
             if not m:
@@ -248,7 +265,8 @@ def parse(name: str) -> Backend:
                     raise ValueError(f"backend {name!r}: the number of {pat.count_name} must be "
                                      f"in {lo}..{hi}")
             return Backend(text, scheme, pat, count)
-    raise ValueError(f"unknown backend {name!r}; expected {help_text()}")
+    where = "" if precision == "double" else " in single precision"
+    raise ValueError(f"unknown backend {name!r}{where}; expected {help_text(precision)}")
 
 
 def all_names() -> list[str]:
@@ -262,14 +280,111 @@ def all_names() -> list[str]:
     return out
 
 
-def cost_model(device: str, backend: str) -> CostModel:
+def cost_model(device: str, backend: str, precision: str = "double") -> CostModel:
     """Fusion's :class:`~ozsim.gemm.cost.CostModel` for ``device`` (``"cpu"``/``"gpu"``) and a
-    backend name.
+    backend name of ``precision``'s list.
 
     Raises:
         ValueError: an unknown backend, or a scheme that does not run on ``device``.
     """
-    b = parse(backend)
+    b = parse(backend, precision)
     if device not in b.scheme.costs:
         raise ValueError(f"backend {backend!r} does not run on {device!r}")
     return b.scheme.costs[device]
+
+
+# -- single precision ---------------------------------------------------------------------------
+def _single_run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
+    """The registry's entry point for the single-precision backends: complex64 ``a @ b`` by
+    :func:`ozsim.gemm.single.run` (``workspace_bytes`` unused: the engine passes blocks of
+    columns that fit it)."""
+    from . import single
+
+    return single.run(getattr(a, "matrix", a), b, backend.name, T=T, out=out, xp=xp,
+                      check_finite=check_finite)
+
+
+def _single_prepare(matrix):
+    """A single-precision gate operand: the matrix rounded to complex64 (once per gate)."""
+    return matrix.astype("complex64")
+
+
+def _single_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
+    """``cgemm``'s one-pass gate on the GPU: the FP32 CUDA-core kernel of
+    :mod:`ozsim.gemm.native_gate` on complex64 amplitudes."""
+    from . import native_gate
+    from .info import GemmInfo
+
+    native_gate.apply_dense_cuda_cores(psi, getattr(gate, "matrix", gate), positions)
+    return GemmInfo(backend.name, None)
+
+
+#: The precisions a state vector can have, with its amplitudes' dtype (Qiskit Aer's words).
+PRECISIONS = {"double": "complex128", "single": "complex64"}
+
+# Cost models (passes count 32 bytes an amplitude, so a complex64 state's pass is half a
+# complex128 one's: the bandwidths below are doubled). CPU: NumPy's complex64 matmul at about
+# twice complex128's rate; the emulated ones split the state into 2-4 words first (about 8 of
+# those passes a gate). GPU (H100/H200 class): cuBLAS CGEMM about 50 TFLOP/s; the FP32
+# CUDA-core one-pass kernel runs d <= 4 at the memory's speed (8 * 2**d flops an amplitude at
+# 60 TFLOP/s stays under one pass there); TF32 and FP16 tensor-core products several times
+# CGEMM's rate, after about 6 passes of splitting and summing.
+SINGLE_SCHEMES: tuple[Scheme, ...] = (
+    Scheme(
+        key="native-single",
+        title="native complex64 GEMM: BLAS on the CPU, cuBLAS CGEMM on the GPU",
+        names=(BackendName("cgemm", "cgemm", "native complex64 GEMM (the single-precision "
+                           "baseline)"),),
+        devices=("cpu", "gpu"),
+        costs={"cpu": CostModel(2.0e10, 7.0e10, 4.2, 2e-5, 8, 32e6, 8e10),
+               "gpu": CostModel(6.7e12, 5.0e13, 2, 1e-5, 10, one_pass_qubits=4,
+                                one_pass_rate=6.0e13)},
+        accuracy="FP32 rounding of the BLAS; no knobs",
+        reference="BLAS / cuBLAS cgemm",
+        run=_single_run,
+        prepare=_single_prepare,
+        one_pass_qubits={"gpu": 4},
+        apply_one_pass=_single_one_pass,
+    ),
+    Scheme(
+        key="tf32",
+        title="two TF32 words a value, 3 or 4 TF32 tensor-core products, FP32 accumulation",
+        names=(BackendName("tf32x{s}", "tf32", "hi*hi + hi*lo + lo*hi (s = 3), + lo*lo (s = 4)",
+                           (3, 4), "products", check_count=3),),
+        devices=("cpu", "gpu"),
+        costs={"cpu": CostModel(2.0e10, 2.0e10, 12, 2e-5, 8, 32e6, 8e10),
+               "gpu": CostModel(6.7e12, 1.0e14, 8, 3e-5, 12)},
+        accuracy="FP32-level: each value as two TF32 words (22 bits); s = 3 or 4 products",
+        reference="Valero-Lara, Liu, Vetter, Jorquera, 'Mixed-Precision S/DGEMM Using the TF32 "
+                  "and TF64 Frameworks' (multiword TF32)",
+        run=_single_run,
+        prepare=_single_prepare,
+    ),
+    Scheme(
+        key="le-gemm",
+        title="LE-GEMM: an FP16 bit-cut and a 2**10-scaled FP16 residual, 3 products, two FP32 "
+              "accumulators, with power-of-two row and column scaling",
+        names=(BackendName("fp16-le", "fp16-le", "LE-GEMM: 3 FP16 tensor-core products, FP32 "
+                           "accumulation"),),
+        devices=("cpu", "gpu"),
+        costs={"cpu": CostModel(2.0e10, 2.0e10, 12, 2e-5, 8, 32e6, 8e10),
+               "gpu": CostModel(6.7e12, 1.5e14, 8, 3e-5, 12)},
+        accuracy="FP32-level: 22 bits a value in two FP16 words, scaled into FP16's range",
+        reference="Zhang et al., 'LE-GEMM' (FP16 bit-cut plus scaled residual)",
+        run=_single_run,
+        prepare=_single_prepare,
+    ),
+    Scheme(
+        key="ozaki1-single",
+        title="INT8-AUTO for single precision: scheme I with the loss counted against 24 bits",
+        names=(BackendName("int8-auto", "int8-auto", "INT8-AUTO with T counted against FP32's "
+                           "24-bit significand", auto=True),),
+        devices=("cpu", "gpu"),
+        costs={"cpu": CostModel(2.0e10, 3.6e9, 120, 2e-4, 8, 32e6, 8e10),
+               "gpu": CostModel(6.7e12, 5.0e13, 20, 1e-4, 12)},
+        accuracy="T = mean mantissa loss in bits of FP32's 24 (>= 0)",
+        reference="Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU), Sec. 4.4",
+        run=_single_run,
+        prepare=_single_prepare,
+    ),
+)
