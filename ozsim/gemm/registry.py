@@ -298,10 +298,10 @@ def _single_run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
     """The registry's entry point for the single-precision backends: complex64 ``a @ b`` by
     :func:`ozsim.gemm.single.run` (``workspace_bytes`` unused: the engine passes blocks of
     columns that fit it)."""
-    from . import single
+    from .single import run
 
-    return single.run(getattr(a, "matrix", a), b, backend.name, T=T, out=out, xp=xp,
-                      check_finite=check_finite)
+    return run(getattr(a, "matrix", a), b, backend.name, T=T, out=out, xp=xp,
+               check_finite=check_finite)
 
 
 def _single_prepare(matrix):
