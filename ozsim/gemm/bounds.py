@@ -57,10 +57,11 @@ def frobenius(a) -> float:
     return float((abs(a) ** 2).sum()) ** 0.5
 
 
-def native(k: int, a_fro: float) -> float:
-    """Native ZGEMM: ``sqrt(2) gamma_{2k+2} ||A||_F`` (module docstring)."""
+def native(k: int, a_fro: float, unit_roundoff: float = UNIT_ROUNDOFF) -> float:
+    """Native ZGEMM: ``sqrt(2) gamma_{2k+2} ||A||_F`` (module docstring); with
+    ``unit_roundoff = 2**-24`` the same for CGEMM (single precision)."""
     n = 2 * k + 2
-    return math.sqrt(2) * n * UNIT_ROUNDOFF / (1 - n * UNIT_ROUNDOFF) * a_fro
+    return math.sqrt(2) * n * unit_roundoff / (1 - n * unit_roundoff) * a_fro
 
 
 def scheme1(k: int, num_splits: int, bits: int, a_scale: float) -> float:
