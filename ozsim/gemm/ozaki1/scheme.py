@@ -147,34 +147,39 @@ def loss_histogram(x, exps, xp: ModuleType | None = None):
     return hist
 
 
-def mean_loss(hist, num_splits: int, bits: int) -> float:
+def mean_loss(hist, num_splits: int, bits: int, significand_bits: int = SIGNIFICAND_BITS) -> float:
     """Mean mantissa loss in bits over the nonzero scalars counted by ``hist``.
 
-    ``loss = max(0, d + 1 + 53 - s*b)`` for a scalar ``d`` bits below its row's scaling point (see
-    the module docstring). Returns 0.0 when ``hist`` counts nothing.
+    ``loss = max(0, d + 1 + p - s*b)`` for a scalar ``d`` bits below its row's scaling point (see
+    the module docstring), ``p = significand_bits``: 53 for FP64 data, 24 for FP32 data fed
+    through scheme I (:mod:`ozsim.gemm.single`). Returns 0.0 when ``hist`` counts nothing.
     """
     h = np.asarray(hist.get() if hasattr(hist, "get") else hist, dtype=np.float64)
     total = h.sum()
     if total == 0:
         return 0.0
     d = np.arange(h.size)
-    loss = np.maximum(0, d + 1 + SIGNIFICAND_BITS - num_splits * bits)
+    loss = np.maximum(0, d + 1 + significand_bits - num_splits * bits)
     return float((h * loss).sum() / total)
 
 
-def choose_num_splits(hist_a, hist_b, bits: int, threshold: float) -> int | None:
+def choose_num_splits(hist_a, hist_b, bits: int, threshold: float,
+                      significand_bits: int = SIGNIFICAND_BITS) -> int | None:
     """INT8-AUTO: the fewest splits in 3..18 whose mean loss is ``<= threshold`` for both operands.
 
     Args:
         hist_a, hist_b: loss histograms of A (rows) and B (columns), :func:`loss_histogram`.
         bits: bits per slice.
         threshold: ``T`` in bits (>= 0).
+        significand_bits: the significand the loss is counted against (:func:`mean_loss`): 53
+            (FP64 data), or 24 for FP32 data.
 
     Returns:
         The number of splits, or ``None`` when no ``s <= 18`` qualifies (fall back to native ZGEMM).
     """
     for s in range(MIN_SPLITS, MAX_SPLITS + 1):
-        if mean_loss(hist_a, s, bits) <= threshold and mean_loss(hist_b, s, bits) <= threshold:
+        if (mean_loss(hist_a, s, bits, significand_bits) <= threshold
+                and mean_loss(hist_b, s, bits, significand_bits) <= threshold):
             return s
     return None
 
