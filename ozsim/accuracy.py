@@ -167,7 +167,8 @@ class BackendSpec:
 _SPEC = re.compile(r"^\s*([A-Za-z0-9\-]+)\s*(?::\s*T\s*=\s*([^\s]+)\s*)?$")
 
 
-def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[BackendSpec]:
+def parse_backend_specs(text: str | list[str], thresholds=(1.0,),
+                        precision: str = "double") -> list[BackendSpec]:
     """Parse ``--backends``: a comma list of ``zgemm``, ``int8x{s}``, ``int8-crt{N}``,
     ``int8-auto``, ``int8-crt-auto``, ``auto`` (:mod:`ozsim.auto`), or one with a threshold
     (``int8-auto:T=<bits>``, ``auto:T=0``);
@@ -180,6 +181,8 @@ def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[Backen
     Args:
         text: ``"zgemm,int8-auto,int8x9"`` or a list of such names.
         thresholds: the ``T`` values for a plain ``int8-auto`` (each >= 0).
+        precision: whose backend list the names come from (``"double"`` or ``"single"``,
+            :func:`ozsim.gemm.registry.parse`).
 
     Returns:
         The specs, in order.
@@ -194,7 +197,7 @@ def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[Backen
     items = text.split(",") if isinstance(text, str) else list(text)
     items = [i for i in (s.strip() for s in items) if i]
     if [i.lower() for i in items] == ["all"]:
-        items = registry.all_names()
+        items = registry.all_names(precision)
     if not items:
         raise ValueError("no backends given; expected a comma list such as zgemm,int8-auto")
     ts = [_threshold(t) for t in thresholds]
@@ -206,7 +209,7 @@ def parse_backend_specs(text: str | list[str], thresholds=(1.0,)) -> list[Backen
         if not m:
             raise ValueError(f"cannot parse backend {item!r}; expected e.g. int8-auto:T=0")
         name, t = m.group(1).lower(), m.group(2)
-        auto = is_auto(name) or registry.parse(name).auto
+        auto = is_auto(name) or registry.parse(name, precision).auto
         if t is not None and not auto:
             raise ValueError(f"backend {item!r}: only int8-auto, int8-crt-auto and auto take a "
                              "threshold")
@@ -392,6 +395,7 @@ def check(
     floor_factor: float = DEFAULT_FLOOR_FACTOR,
     max_fused_qubits: int | None = None,
     workspace_bytes: int | None = None,
+    precision: str = "double",
 ) -> CheckReport:
     """Run ``circuit`` with each backend and in double-double, and compare.
 
@@ -410,6 +414,8 @@ def check(
             fuses: it applies the circuit's own gates, so fusion's FP64 rounding counts as part
             of a backend's error.
         workspace_bytes: passed to :class:`~ozsim.simulator.Simulator`.
+        precision: the backend runs' precision (``"single"``: complex64 runs of the
+            single-precision backends, against the same double-double reference).
 
     Returns:
         :class:`CheckReport`.
@@ -427,12 +433,13 @@ def check(
         specs = list(backends)
     else:
         thresholds = (T,) if isinstance(T, (int, float)) else tuple(T)
-        specs = parse_backend_specs(backends, thresholds)
+        specs = parse_backend_specs(backends, thresholds, precision)
     if not floor_factor >= 0:
         raise ValueError(f"floor_factor must be >= 0, got {floor_factor}")
     sims = [
         Simulator(backend=s.backend, T=1.0 if s.T is None else s.T, device=device,
-                  max_fused_qubits=max_fused_qubits, workspace_bytes=workspace_bytes)
+                  max_fused_qubits=max_fused_qubits, workspace_bytes=workspace_bytes,
+                  precision=precision)
         for s in specs
     ]
     circ = _as_circuit(circuit)
@@ -448,7 +455,7 @@ def check(
     for spec, sim in zip(specs, sims):
         res = sim.run(circ)
         md = res.metadata
-        errs = state_errors(res.statevector, ref, floor_factor)
+        errs = state_errors(np.asarray(res.statevector, dtype=np.complex128), ref, floor_factor)
         rows.append(CheckRow(spec.backend, spec.T, md["device"], errs, md["splits"],
                              md["fallbacks"], md["wall_time_s"], md.get("num_gates", 0),
                              md.get("fusion")))

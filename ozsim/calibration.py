@@ -58,10 +58,14 @@ def load(tag: str) -> dict | None:
     return {b: {int(d): float(t) for d, t in row.items()} for b, row in doc["costs"].items()}
 
 
-def cost_model(device: str, backend: str, tag: str | None = None) -> tuple[CostModel, bool]:
+def cost_model(device: str, backend: str, tag: str | None = None,
+               precision: str = "double") -> tuple[CostModel, bool]:
     """``(model, calibrated)``: the registry's model for ``backend`` on ``device``, with this
-    device's measured costs where ``ozsim calibrate`` has cached them."""
-    model = registry.cost_model(device, backend)
+    device's measured costs where ``ozsim calibrate`` has cached them (double precision; the
+    single-precision backends keep the registry's model)."""
+    model = registry.cost_model(device, backend, precision)
+    if precision != "double":
+        return model, False
     table = load(tag or device_tag(device))
     name = registry.parse(backend).name
     if not table or name not in table:

@@ -78,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
     run.add_argument(
+        "--precision", default="double", choices=("double", "single"),
+        help="amplitudes in complex128 (double, the default) or complex64 (single: half the "
+        f"memory; backends {registry.help_text('single')}, auto = cgemm)",
+    )
+    run.add_argument(
         "--shots", type=_int_at_least(0), default=None, metavar="N",
         help="sample the final measurements N times; 0: the final state only (an error for a "
         "circuit with mid-circuit measurements, resets or conditions); default: none for plain "
@@ -127,6 +132,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     chk.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
                      help="where the backends run; the reference always runs on the CPU")
+    chk.add_argument("--precision", default="double", choices=("double", "single"),
+                     help="run the backends in complex128 (double) or complex64 (single, "
+                     f"backends {registry.help_text('single')}); the reference is "
+                     "double-double either way")
     chk.add_argument(
         "--fusion-max-qubits",
         type=_int_at_least(0),
@@ -235,6 +244,7 @@ def _run(args, stop: _Stop) -> int:
         device=args.device,
         seed=args.seed,
         max_fused_qubits=args.fusion_max_qubits,
+        precision=args.precision,
     )
     from .interop.qiskit import load_qasm
 
@@ -300,7 +310,8 @@ def _check(args) -> int:
     from .interop.qiskit import load_qasm
     from .reference import check_reference_fits, reference_macs
 
-    specs = parse_backend_specs(args.backends, args.T.split(","))  # bad names: exit 2, no parse
+    specs = parse_backend_specs(args.backends, args.T.split(","),  # bad names: exit 2, no parse
+                                args.precision)
     circuit = load_qasm(args.circuit)
     check_reference_fits(circuit.num_qubits)
     est = reference_macs(circuit) / 5e7
@@ -308,7 +319,7 @@ def _check(args) -> int:
         print(f"ozsim: the double-double reference will take about {est / 60:.0f} min on one core",
               file=sys.stderr)
     report = check(circuit, specs, device=args.device, floor_factor=args.floor,
-                   max_fused_qubits=args.fusion_max_qubits)
+                   max_fused_qubits=args.fusion_max_qubits, precision=args.precision)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -316,8 +327,8 @@ def _check(args) -> int:
     return 0
 
 
-def _has_T(backend: str) -> bool:
-    return is_auto(backend) or registry.parse(backend).auto
+def _has_T(backend: str, precision: str = "double") -> bool:
+    return is_auto(backend) or registry.parse(backend, precision).auto
 
 
 def _auto_text(md) -> str:
@@ -342,8 +353,10 @@ def _summary(circuit, result, counts, top: int) -> str:
         f"circuit   {circuit.name}: {circuit.num_qubits} qubits, {circuit.num_gates} gates"
         f" ({_ops_text(circuit)})",
         f"fusion    {fusion_text}",
-        f"backend   {md['backend']}" + (f" (T = {md['T']:g} bits)" if _has_T(md["backend"])
-                                        else "") + f" on {md['device']}" + _auto_text(md),
+        f"backend   {md['backend']}" + (f" (T = {md['T']:g} bits)" if _has_T(
+            md["backend"], md.get("precision", "double")) else "") + f" on {md['device']}"
+        + ("" if md.get("precision", "double") == "double" else " in single precision")
+        + _auto_text(md),
         f"splits    {{{splits}}} GEMMs" + (f", {md['fallbacks']} fell back to native ZGEMM"
                                           if md["fallbacks"] else ""),
         f"accuracy  error bound {md['error_bound']:.1e} (a priori, relative to the state's norm)",

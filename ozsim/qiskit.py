@@ -94,7 +94,8 @@ class OzsimBackend(BackendV2):
 
     Run options (``_default_options``; ``run(circuits, **options)`` overrides them per call):
         shots (1024), seed_simulator (None: fresh entropy), memory (False: per-shot hex
-        records in ``Result.get_memory``), backend, T, device, max_fused_qubits (fusion limit:
+        records in ``Result.get_memory``), backend, T, device, precision (``"double"`` or
+        ``"single"``, as Aer's option: complex64 amplitudes), max_fused_qubits (fusion limit:
         None lets the cost model choose, 0 off) and max_composite_qubits (custom instructions
         on at most this many qubits run as one dense matrix).
 
@@ -113,7 +114,8 @@ class OzsimBackend(BackendV2):
     @classmethod
     def _default_options(cls) -> Options:
         return Options(shots=1024, seed_simulator=None, memory=False, backend=DEFAULT_BACKEND, T=1.0,
-                       device="auto", max_fused_qubits=None, max_composite_qubits=12)
+                       device="auto", precision="double", max_fused_qubits=None,
+                       max_composite_qubits=12)
 
     @property
     def target(self) -> Target:
@@ -126,7 +128,8 @@ class OzsimBackend(BackendV2):
     def _simulator(self, opts: dict, seed) -> Simulator:
         cache = self.__dict__.setdefault("_gate_cache", GateCache())  # shared by all runs
         return Simulator(backend=opts["backend"], T=opts["T"], device=opts["device"], seed=seed,
-                         max_fused_qubits=opts["max_fused_qubits"], gate_cache=cache)
+                         max_fused_qubits=opts["max_fused_qubits"], gate_cache=cache,
+                         precision=opts["precision"])
 
     def run(self, run_input, **options) -> OzsimJob:
         """Simulate one circuit or a list of them; returns a finished :class:`OzsimJob`.

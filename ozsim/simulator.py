@@ -28,11 +28,10 @@ from .errors import (
 )
 from .auto import DEFAULT_BACKEND, AutoPlan, is_auto
 from .auto import plan as auto_plan
-from .gemm import parse_backend
 from .gemm.registry import parse as parse_backend_spec
 from .gemm import bounds
-from .statevector import (StateVector, available_memory_bytes, gemm_prepare, pad_gate,
-                          state_bytes)
+from .statevector import (PRECISIONS, StateVector, available_memory_bytes, gemm_prepare,
+                          pad_gate, state_bytes)
 
 __all__ = ["Result", "RunMetadata", "Simulator", "get_array_module", "gpu_available",
            "needs_trajectories"]
@@ -85,10 +84,12 @@ class RunMetadata(TypedDict, total=False):
     Attributes:
         backend: the backend name asked for; T: its threshold in bits (auto backends).
         device: ``"cpu"`` or ``"gpu"``, where the run went.
+        precision: ``"double"`` (complex128 amplitudes) or ``"single"`` (complex64).
         num_qubits: N. num_gates: unitaries applied, after fusion.
         fusion: :meth:`ozsim.fusion.FusionReport.as_dict`.
         splits: histogram of the GEMMs' choices: ``{num_splits: count}`` (scheme I),
-            ``{"crt{N}": count}`` (scheme II, N moduli), ``{"zgemm": count}`` (native).
+            ``{"crt{N}": count}`` (scheme II, N moduli), ``{"zgemm": count}`` (native); in
+            single precision ``{backend: count}`` for backends without slices.
         fallbacks: GEMMs of an auto backend that ran native ZGEMM (warned once a run).
         max_mean_loss_bits: the largest quantity an auto backend held to ``T``, in bits: the
             mean mantissa loss of a GEMM's operand (``int8-auto``), ``log2`` of scheme II's
@@ -115,6 +116,7 @@ class RunMetadata(TypedDict, total=False):
     backend: str
     T: float
     device: str
+    precision: str
     num_qubits: int
     num_gates: int
     fusion: dict
@@ -192,7 +194,7 @@ class GateCache:
         return gate
 
 
-def in_place_limit(backend, device: str, num_qubits: int) -> int:
+def in_place_limit(backend, device: str, num_qubits: int, precision: str = "double") -> int:
     """The largest d such that blocks of 1..d qubits all run through a one-pass kernel (in place:
     the state's one buffer, no spare, no GEMM workspace) on ``device``.
 
@@ -200,6 +202,7 @@ def in_place_limit(backend, device: str, num_qubits: int) -> int:
         backend: a backend name, or an :class:`~ozsim.auto.AutoPlan` (its choice per block size).
         device: ``"cpu"`` or ``"gpu"``.
         num_qubits: N (a block of N qubits is a plain GEMM).
+        precision: ``"double"`` or ``"single"`` (the backend's registry list).
 
     Returns:
         0 when even a 1-qubit gate needs the GEMM path.
@@ -207,7 +210,7 @@ def in_place_limit(backend, device: str, num_qubits: int) -> int:
     d = 0
     while d + 1 < num_qubits:
         name = backend.choose(num_qubits, d + 1)[0] if isinstance(backend, AutoPlan) else backend
-        if not parse_backend_spec(name).scheme.one_pass(device, d + 1):
+        if not parse_backend_spec(name, precision).scheme.one_pass(device, d + 1):
             break
         d += 1
     return d
@@ -436,9 +439,18 @@ class Simulator:
         max_error_bound: the accuracy guard: when the a-priori bound on the final state's
             norm-wise relative error (``Result.metadata["error_bound"]``, the sum of every
             GEMM's bound, :mod:`ozsim.gemm.bounds`) exceeds it, the run warns once (a
-            ``RuntimeWarning``). A positive number; default ``1e-8``.
+            ``RuntimeWarning``). A positive number; default ``1e-8`` (in single precision the
+            guard compares the bound with ``max_error_bound * 2**29``, FP32's unit roundoff
+            over FP64's: the same margin over the arithmetic's own rounding).
         gate_cache: the :class:`GateCache` of prepared gates its runs share (default: a new one
             per Simulator; pass one to share it between Simulators, as a sweep does).
+        precision: ``"double"`` (default: complex128 amplitudes, the ZGEMM backends above) or
+            ``"single"`` (Qiskit Aer's word: complex64 amplitudes, half the memory, one qubit
+            more on the same device), whose backends are ``"cgemm"`` (native complex64 GEMM;
+            what ``"auto"`` runs), ``"tf32x3"``, ``"tf32x4"`` (two TF32 words a value),
+            ``"fp16-le"`` (LE-GEMM) and ``"int8-auto"`` (INT8-AUTO with ``T`` counted against
+            FP32's 24-bit significand): :mod:`ozsim.gemm.single`. Gates are fused in complex128
+            and rounded to complex64 once per block.
 
     Example:
         >>> from ozsim import Simulator
@@ -454,15 +466,19 @@ class Simulator:
     workspace_bytes: int | None = None
     max_error_bound: float = 1e-8
     gate_cache: GateCache = field(default_factory=GateCache, repr=False, compare=False)
+    precision: str = "double"
 
     def __post_init__(self):
         """Check every argument; TypeError or ValueError naming it and what is allowed."""
         if not isinstance(self.backend, str):
             raise TypeError(f"backend must be a string such as 'int8-auto' (see `ozsim info`), "
                             f"got {type(self.backend).__name__} {self.backend!r}")
+        if not isinstance(self.precision, str) or self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got "
+                             f"{self.precision!r}")
         if not is_auto(self.backend):
             try:
-                parse_backend(self.backend)
+                parse_backend_spec(self.backend, self.precision)
             except ValueError as exc:
                 if not str(exc).startswith("unknown backend"):
                     raise
@@ -494,6 +510,11 @@ class Simulator:
             raise ValueError(f"max_error_bound must be a positive number, got {eb!r}")
         if not isinstance(self.gate_cache, GateCache):
             raise TypeError(f"gate_cache must be a GateCache, got {type(self.gate_cache).__name__}")
+
+    def _fixed_backend(self) -> str:
+        """The backend every block runs through when no :class:`~ozsim.auto.AutoPlan` chooses
+        per block: the one named, or ``cgemm`` for ``"auto"`` in single precision."""
+        return "cgemm" if is_auto(self.backend) else self.backend
 
     def run(
         self,
@@ -573,16 +594,18 @@ class Simulator:
             _check_memory_records(circ, shots)
         xp, device = get_array_module(self.device)
         t0 = time.perf_counter()
-        auto = auto_plan(device) if is_auto(self.backend) else None
+        prec = self.precision
+        auto = auto_plan(device) if is_auto(self.backend) and prec == "double" else None
         if auto is not None:  # fusion sees the cheapest candidate's cost of every block size
             model, calibrated = auto, auto.table != "registry defaults"
         else:
-            model, calibrated = cost_model(device, self.backend)
+            model, calibrated = cost_model(device, self._fixed_backend(), precision=prec)
         cap = None
         if (self.max_fused_qubits is None and xp is not np
-                and 2 * state_bytes(circ.num_qubits) > available_memory_bytes(xp)):
+                and 2 * state_bytes(circ.num_qubits, prec) > available_memory_bytes(xp)):
             # two state buffers do not fit: blocks that run in place (one-pass kernels) only
-            cap = in_place_limit(self.backend if auto is None else auto, device, circ.num_qubits)
+            cap = in_place_limit(self._fixed_backend() if auto is None else auto, device,
+                                 circ.num_qubits, prec)
         if cap:
             from .fusion import choose_max_fused_qubits
 
@@ -598,10 +621,11 @@ class Simulator:
                    auto)
         rng = np.random.default_rng(self.seed)
         largest = max((op.num_qubits for op in ops if op.kind == "unitary"), default=0)
-        first = self.backend if auto is None else auto.choose(circ.num_qubits, largest)[0]
+        first = self._fixed_backend() if auto is None else auto.choose(circ.num_qubits,
+                                                                         largest)[0]
         try:
             sv = StateVector(circ.num_qubits, xp, self.workspace_bytes,
-                             in_place=(first, largest))
+                             in_place=(first, largest), precision=prec)
         except MemoryError as exc:
             raise _out_of_memory(exc, xp) from exc
         phase = cmath.exp(1j * circ.global_phase) if circ.global_phase else None
@@ -633,6 +657,7 @@ class Simulator:
             "backend": self.backend,
             "T": self.T,
             "device": device,
+            "precision": self.precision,
             "num_qubits": circ.num_qubits,
             "num_gates": run.gates_applied,
             "fusion": report.as_dict(),
@@ -771,15 +796,16 @@ class _Run:
         matrix = op.matrix
         if phase is not None and op.condition is None:
             matrix, phase = matrix * phase, None
-        backend = self.sim.backend
+        backend, prec = self.sim._fixed_backend(), self.sim.precision
         if self.auto is not None:
             backend, predicted = self.auto.choose(self.n, len(op.qubits))
-        matrix, qubits = pad_gate(matrix, op.qubits, backend, self.n)  # (registry: pad_gates)
+        matrix, qubits = pad_gate(matrix, op.qubits, backend, self.n, prec)  # (pad_gates)
         matrix, qubits = sv.aligned(matrix, qubits)
         cache = self.sim.gate_cache
         hits = cache.hits
-        gate = cache.get(backend, sv.device, np.asarray(matrix),
-                         lambda: gemm_prepare(self.xp.asarray(matrix), backend))
+        gate = cache.get(backend if prec == "double" else f"{backend}/{prec}", sv.device,
+                         np.asarray(matrix),
+                         lambda: gemm_prepare(self.xp.asarray(matrix), backend, prec))
         self.gates_reused += cache.hits - hits
         if self.auto is not None and self.xp is not np:  # pragma: no cover - GPU
             start = self.xp.cuda.Event()
@@ -794,11 +820,18 @@ class _Run:
                 end.record()
                 measured = (start, end)
             self.blocks.append([len(op.qubits), backend, predicted, measured])
-        info = replace(info, error_bound=bounds.of(info, matrix))  # from the host copy
+        if prec == "double":
+            info = replace(info, error_bound=bounds.of(info, matrix))  # from the host copy
+        else:  # FP32-level backends: CGEMM's bound (plus the gate's rounding to complex64)
+            info = replace(info, error_bound=bounds.native(
+                matrix.shape[1], bounds.frobenius(matrix), 2.0**-24) + 2.0**-24 * math.sqrt(
+                    matrix.shape[0]))
         if info.num_moduli is not None:
             self.splits[f"crt{info.num_moduli}"] += 1
+        elif info.num_splits is not None:
+            self.splits[info.num_splits] += 1
         else:
-            self.splits[info.num_splits if info.num_splits is not None else "zgemm"] += 1
+            self.splits["zgemm" if prec == "double" else info.backend] += 1
         if info.fallback and not self.fallbacks:  # deliberate, recorded, and said once a run
             warnings.warn(f"{self.sim.backend} (T = {self.sim.T:g}) found no split or moduli count "
                           "within its range that meets T for a GEMM and ran native ZGEMM for it; "
@@ -806,11 +839,13 @@ class _Run:
                           stacklevel=4)
         self.fallbacks += info.fallback
         self.error_bound += info.error_bound or 0.0
-        if self.error_bound > self.sim.max_error_bound and not self.warned_bound:
+        limit = self.sim.max_error_bound * (1.0 if prec == "double" else 2.0**29)
+        if self.error_bound > limit and not self.warned_bound:
             self.warned_bound = True
             warnings.warn(f"the a-priori bound on the state's relative error has reached "
-                          f"{self.error_bound:.2e} (> {self.sim.max_error_bound:g}) with "
-                          f"{self.sim.backend}: the result may not be FP64-accurate; use more "
+                          f"{self.error_bound:.2e} (> {limit:g}) with "
+                          f"{self.sim.backend}: the result may not be "
+                          f"{'FP64' if prec == 'double' else 'FP32'}-accurate; use more "
                           "splits or moduli, an auto backend, or zgemm", RuntimeWarning,
                           stacklevel=4)
         for loss in (info.mean_loss_a, info.mean_loss_b, info.bound_bits):
@@ -846,7 +881,8 @@ class _Run:
                 if len(outcomes) == 2:
                     other = st.copy()
                     live += 1
-                    self.extra_bytes = max(self.extra_bytes, (live - 1) * 2 * state_bytes(self.n))
+                    self.extra_bytes = max(self.extra_bytes, (live - 1) * 2 * state_bytes(
+                        self.n, self.sim.precision))
                     o, c = outcomes[1]
                     self._collapse(other, op, o, p1)
                     stack.append((pos, other, c, _set_bits(op, bits, o)))

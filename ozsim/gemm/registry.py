@@ -269,11 +269,11 @@ def parse(name: str, precision: str = "double") -> Backend:
     raise ValueError(f"unknown backend {name!r}{where}; expected {help_text(precision)}")
 
 
-def all_names() -> list[str]:
-    """One name per pattern, as ``ozsim check --backends all`` runs them (fixed-count patterns
-    at their ``check_count``)."""
+def all_names(precision: str = "double") -> list[str]:
+    """One name per pattern of ``precision``'s list, as ``ozsim check --backends all`` runs
+    them (fixed-count patterns at their ``check_count``)."""
     out = []
-    for scheme in SCHEMES:
+    for scheme in _schemes(precision):
         for pat in scheme.names:
             out.append(pat.pattern if pat.counts is None else
                        re.sub(r"\{\w+\}", str(pat.check_count), pat.pattern))
