@@ -353,19 +353,20 @@ def _products_numpy(a_cat, b_rev, num_splits: int, k: int):
         yield t, a_cat[:, : (t - 1) * k] @ b_rev[(s - t + 1) * k :]
 
 
-def _accumulate(products, m: int, n: int, bits: int, eA, eB, out):
+def _accumulate(products, m: int, n: int, bits: int, eA, eB, out, xp: ModuleType = np):
     """FP64 accumulation of the grouped products in a fixed order (module docstring, step 4):
     ``Re P_t = ArBr - AiBi`` and ``Im P_t = ArBi + AiBr`` exactly in FP64, then
-    ``acc += P_t * 2**(-t b)`` from the largest ``t`` down, then ``ldexp(acc, eA_i + eB_j)``."""
-    acc_re = np.empty((m, n))
-    acc_im = np.empty((m, n))
-    tmp = np.empty((m, n))
+    ``acc += P_t * 2**(-t b)`` from the largest ``t`` down, then ``ldexp(acc, eA_i + eB_j)``.
+    Written against ``xp`` (one operation a step, so no FMA contraction on either device)."""
+    acc_re = xp.empty((m, n))
+    acc_im = xp.empty((m, n))
+    tmp = xp.empty((m, n))
     first = True
     for t, p in products:
         w = 2.0 ** (-t * bits)
         for acc, (x, y, op) in (
-            (acc_re, (p[:m, :n], p[m:, n:], np.subtract)),
-            (acc_im, (p[:m, n:], p[m:, :n], np.add)),
+            (acc_re, (p[:m, :n], p[m:, n:], xp.subtract)),
+            (acc_im, (p[:m, n:], p[m:, :n], xp.add)),
         ):
             dst = acc if first else tmp
             op(x, y, out=dst, dtype=np.float64)  # exact integers
@@ -374,8 +375,8 @@ def _accumulate(products, m: int, n: int, bits: int, eA, eB, out):
                 acc += tmp
         first = False
     e = eA[:, None] + eB[None, :]
-    out.real[...] = np.ldexp(acc_re, e)
-    out.imag[...] = np.ldexp(acc_im, e)
+    out.real[...] = xp.ldexp(acc_re, e)
+    out.imag[...] = xp.ldexp(acc_im, e)
     return out
 
 
