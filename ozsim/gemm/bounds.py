@@ -31,6 +31,14 @@ units, ``2**(fA_i + fB_j - gA - gB)`` each, plus the final rounding within 2 ulp
 ``|C'| < 2**(fA + fB)``: ``K = r sqrt(2k) (2**-gA + 2**-gB) + 2k r**2 2**-(gA + gB) + 2**-51``
 and ``||C_hat - C||_F <= sqrt(2) K 2.25**2 ||A||_F ||B||_F`` (2.25: ``NORM_OVERSHOOT``).
 
+The FP16 Ozaki scheme ([DGEMM-TC], :mod:`ozsim.gemm.fp16`) is scheme I with FP16 slices of
+``b <= 11`` bits: the same bound with its ``b``. For ``b < 7`` the dropped products' geometric
+series sums to ``1 / (1 - 2**-b)`` rather than ``1.01``; :func:`scheme1` takes the larger.
+
+Correctly rounded backends (``*-cr``, :mod:`ozsim.gemm.exact`): each part of an output is the
+exact value rounded once, ``|c_hat - c| <= u |c|``, so ``||C_hat - C||_F <= u ||A B||_F <=
+u ||A||_F ||B||_F`` (outside the subnormal range, where a part may also err by ``2**-1075``).
+
 ``tests/test_bounds.py`` checks every bound against exact products on Ozaki's inputs.
 
 References:
@@ -38,6 +46,8 @@ References:
     [Ozaki2012] K. Ozaki, T. Ogita, S. Oishi, S. M. Rump, Numer. Algorithms 59 (2012).
     [ozIMMU] H. Ootomo, K. Ozaki, R. Yokota, IJHPCA 2024.
     [Ozaki2] K. Ozaki, Y. Uchino, T. Imamura, arXiv:2504.08009 (2025).
+    [DGEMM-TC] D. Mukunoki, K. Ozaki, T. Ogita, T. Imamura, "DGEMM using Tensor Cores, and Its
+        Accurate and Reproducible Versions", ISC High Performance 2020, LNCS 12151.
 """
 
 from __future__ import annotations
@@ -68,7 +78,8 @@ def scheme1(k: int, num_splits: int, bits: int, a_scale: float) -> float:
     """Ozaki scheme I with ``s`` slices of ``b`` bits: ``2 sqrt(2) 2k delta S_A``
     (``a_scale`` = ``S_A``, :func:`row_scale`)."""
     s = num_splits
-    delta = (3 + 1.01 * s) * 2.0 ** (-s * bits) + 1.2 * UNIT_ROUNDOFF
+    geometric = max(1.01, 1.0 / (1.0 - 2.0**-bits))  # 1.01 for b >= 7 (INT8); FP16 b may be less
+    delta = (3 + geometric * s) * 2.0 ** (-s * bits) + 1.2 * UNIT_ROUNDOFF
     return 2 * math.sqrt(2) * 2 * k * delta * a_scale
 
 
@@ -106,11 +117,14 @@ def scheme2(k: int, bits_a: int, bits_b: int, rounding: bool, a_fro: float) -> f
 def of(info, a) -> float:
     """The bound of the GEMM that ``info`` (a :class:`~ozsim.gemm.GemmInfo`) describes, for the
     ``(m, k)`` matrix ``a`` (NumPy or CuPy; a host sync on the GPU): scheme I with its splits,
-    scheme II with its kept bits, else native (fallbacks included)."""
+    scheme II with its kept bits, a correctly rounded result ``u ||A||_F``, else native
+    (fallbacks included)."""
     from .ozaki1.scheme import bits_per_slice
     from .ozaki2.moduli import rounds_to_nearest
 
     k = int(a.shape[1])
+    if getattr(info, "correctly_rounded", False):
+        return UNIT_ROUNDOFF * frobenius(a)
     if info.num_moduli is not None and info.kept_bits is not None:
         ga, gb = info.kept_bits
         return scheme2(k, ga, gb, rounds_to_nearest(info.num_moduli, ga, gb), frobenius(a))

@@ -25,6 +25,9 @@ class GemmInfo:
             scaling point (see :mod:`ozsim.gemm.ozaki2`).
         bound_bits: ``int8-crt-auto``: ``log2`` of scheme II's error bound over an FP64 GEMM's
             for this product, ``<= T`` (negative: a margin; :func:`ozsim.gemm.ozaki2.choose_plan`).
+        correctly_rounded: each real and imaginary part of the result is the correctly rounded
+            exact product (the ``*-cr`` backends, :mod:`ozsim.gemm.exact`); ``num_splits`` is
+            then the larger of A's and B's slice counts.
         error_bound: ``E`` with ``||C_hat - A B||_F <= E ||B||_F``, a priori
             (:mod:`ozsim.gemm.bounds`).
     """
@@ -38,5 +41,6 @@ class GemmInfo:
     num_moduli: int | None = None
     kept_bits: tuple[int, int] | None = None
     bound_bits: float | None = None
+    correctly_rounded: bool = False
     error_bound: float | None = field(default=None, compare=False)  # (a float sum: not part
     # of what makes two GEMMs the same; CPU and GPU may sum the gate's norm in other orders)
