@@ -17,10 +17,13 @@ from . import bounds, registry
 from .info import GemmInfo
 from .ozaki1 import MAX_SPLITS, MIN_SPLITS, PreparedOperand, bits_per_slice
 from .ozaki2 import MAX_MODULI, MIN_MODULI, PreparedCRTOperand
+from .single import cgemm, sgemm
 
 __all__ = [
     "zgemm",
     "dgemm",
+    "cgemm",
+    "sgemm",
     "GemmInfo",
     "parse_backend",
     "PreparedOperand",
