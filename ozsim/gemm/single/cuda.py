@@ -27,8 +27,8 @@ import cupy as cp
 import numpy as np
 
 from .._gpu import _GEMM_DEFAULT, _OP_N, _POINTER_MODE_HOST, cublas
-from .legemm import RESIDUAL_SHIFT
 from .rounding import CUDA_DEVICE_FUNCTIONS
+from .rounding import LE_RESIDUAL_SHIFT as RESIDUAL_SHIFT
 
 __all__ = ["le_matmul", "tf32_matmul"]
 

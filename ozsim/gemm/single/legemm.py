@@ -50,14 +50,14 @@ import numpy as np
 
 from ..._array import array_namespace
 from ...errors import NonFiniteError
-from .rounding import round_fp16
+from .rounding import LE_RESIDUAL_SHIFT, LE_SCALE_EXP, round_fp16
 
 __all__ = ["RESIDUAL_SHIFT", "SCALE_EXP", "le_matmul", "scale_shifts", "split_fp16"]
 
 #: A row's (column's) largest magnitude is scaled into ``[2**SCALE_EXP, 2**(SCALE_EXP + 1))``.
-SCALE_EXP = 14
+SCALE_EXP = LE_SCALE_EXP
 #: ``lo = fp16((x - hi) * 2**RESIDUAL_SHIFT)`` ([LE-GEMM]).
-RESIDUAL_SHIFT = 10
+RESIDUAL_SHIFT = LE_RESIDUAL_SHIFT
 
 
 def scale_shifts(x, axis: int, xp: ModuleType = np):

@@ -41,8 +41,8 @@ import numpy as np
 
 from ..._array import array_namespace
 
-__all__ = ["CUDA_DEVICE_FUNCTIONS", "FP16_MIN_NORMAL", "TF32_DROPPED_BITS", "round_fp16",
-           "round_tf32", "split_tf32"]
+__all__ = ["CUDA_DEVICE_FUNCTIONS", "FP16_MIN_NORMAL", "LE_RESIDUAL_SHIFT", "LE_SCALE_EXP",
+           "TF32_DROPPED_BITS", "round_fp16", "round_tf32", "split_tf32"]
 
 #: Low significand bits of a float32 that TF32 drops (23 stored - 10 kept).
 TF32_DROPPED_BITS = 13
@@ -51,6 +51,11 @@ _KEEP = 0xFFFFE000  # clears the low 13 bits
 _HALF_MINUS_ONE = 0x0FFF  # 2**12 - 1: with the lowest kept bit, round to nearest even
 #: Smallest normal FP16 number, ``2**-14``.
 FP16_MIN_NORMAL = 2.0**-14
+#: LE-GEMM (:mod:`ozsim.gemm.single.legemm`, here because its CPU and GPU parts share them): a
+#: row's (column's) largest magnitude is scaled into ``[2**LE_SCALE_EXP, 2**(LE_SCALE_EXP + 1))``
+#: and the residual word is ``fp16((x - hi) * 2**LE_RESIDUAL_SHIFT)``.
+LE_SCALE_EXP = 14
+LE_RESIDUAL_SHIFT = 10
 #: ``1.5 * 2**-1``: FP32's spacing on ``[0.5, 1)`` is ``2**-24``, FP16's subnormal quantum.
 _FP16_SUBNORMAL_SHIFTER = 0.75
 
