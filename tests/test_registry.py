@@ -26,13 +26,16 @@ def test_every_name_parses_to_its_scheme():
                 assert b.scheme is scheme and b.pattern is pat and b.name == name
                 seen[name] = b.count
     assert seen == {"zgemm": None, "int8x3": 3, "int8x18": 18, "int8-auto": None,
-                    "int8-crt2": 2, "int8-crt20": 20, "int8-crt-auto": None}
+                    "int8-crt2": 2, "int8-crt20": 20, "int8-crt-auto": None,
+                    "fp16x3": 3, "fp16x24": 24, "fp16-auto": None, "int8-cr": None,
+                    "fp16-cr": None}
     assert parse_backend("int8x9") == ("int8", 9)
 
 
 @pytest.mark.parametrize("bad,msg", [("int8x2", "number of splits must be in 3..18"),
                                      ("int8-crt21", "number of moduli must be in 2..20"),
-                                     ("fp16x3", "unknown backend 'fp16x3'; expected zgemm, "
+                                     ("fp16x25", "number of splits must be in 3..24"),
+                                     ("fp16x", "unknown backend 'fp16x'; expected zgemm, "
                                       "int8x{s} with s = 3..18, int8-auto")])
 def test_bad_names_say_what_is_allowed(bad, msg):
     with pytest.raises(ValueError, match=msg.replace("{", r"\{").replace("}", r"\}")):
@@ -64,7 +67,7 @@ def test_costs_come_from_the_registry():
 def test_check_all_expands_to_one_name_per_pattern():
     specs = parse_backend_specs("all", [0])
     assert [s.backend for s in specs] == registry.all_names()
-    assert [s.T for s in specs] == [None, None, 0.0, None, 0.0]
+    assert [s.T for s in specs] == [None, None, 0.0, None, 0.0, None, 0.0, None, None]
 
 
 def test_info_lists_every_backend_and_switch(capsys):

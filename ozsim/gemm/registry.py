@@ -11,6 +11,12 @@ fusion's cost model (:func:`cost_model`) all read :data:`SCHEMES`. Adding a sche
 ``int8-auto``      INT8-AUTO: the fewest slices whose mean mantissa loss is ``<= T`` bits
 ``int8-crt{N}``    Ozaki scheme II over INT8 with ``N`` = 2..20 moduli (3N INT8 GEMMs, Karatsuba)
 ``int8-crt-auto``  scheme II with the fewest moduli whose error bound is ``<= 2**T`` FP64's
+``fp16x{s}``       the Ozaki scheme over FP16 slices, FP32 accumulation, ``s`` = 3..24 ([DGEMM-TC])
+``fp16-auto``      the fewest FP16 slices whose largest mantissa loss is ``<= T`` bits ([DGEMM-TC]
+                   Alg. 3, :mod:`ozsim.gemm.fp16`)
+``int8-cr``        correctly rounded: INT8 slices until nothing is left, every slice product, one
+                   rounding (:mod:`ozsim.gemm.exact`)
+``fp16-cr``        the same with FP16 slices ([DGEMM-TC] Sec. 4)
 =================  ================================================================================
 
 Single precision (``Simulator(precision="single")``, complex64 amplitudes, :mod:`ozsim.gemm.single`)
@@ -31,6 +37,10 @@ from .ozaki1 import MAX_SPLITS, MIN_SPLITS
 from .ozaki1 import backend as ozaki1_backend
 from .ozaki2 import MAX_MODULI, MIN_MODULI
 from .ozaki2 import backend as ozaki2_backend
+from . import exact
+from .fp16 import MAX_SPLITS as FP16_MAX_SPLITS
+from .fp16 import MIN_SPLITS as FP16_MIN_SPLITS
+from .fp16 import backend as fp16_backend
 
 __all__ = ["PRECISIONS", "SCHEMES", "SINGLE_SCHEMES", "Backend", "BackendName", "Scheme",
            "all_names", "cost_model", "help_text", "parse"]
@@ -195,6 +205,51 @@ SCHEMES: tuple[Scheme, ...] = (
         one_pass_qubits={"gpu": 4},
         apply_one_pass=ozaki2_backend.apply_one_pass,
         pad_gates={1: 3, 2: 3, 5: 7, 6: 7},
+    ),
+    # The FP16 and correctly rounded schemes' costs are estimates, not measurements: FP16 products
+    # cost what scheme I's do on the CPU (the same FP64 BLAS on slice values, ~1.3x fewer slices:
+    # b = 9-11 bits instead of 7 at small k); on the GPU each slice pair is its own FP16 Tensor
+    # Core GEMM with an FP32 plane added into an FP64 group sum (~1/3 of scheme I's emulated
+    # rate, ~30 passes). A correctly rounded GEMM computes all s_A s_B pairs (s ~ 12 for a
+    # state's spread of exponents) and two carry passes over ~2 T b / 7 INT64 digit slots per
+    # output part: ~600 passes on the CPU, ~200 on the GPU.
+    Scheme(
+        key="fp16",
+        title="the Ozaki scheme over FP16 slices (DGEMM-TC): FP16 Tensor Core products with "
+              "exact FP32 sums, FP64 accumulation",
+        names=(
+            BackendName("fp16x{s}", "fp16", "FP16 Ozaki scheme with s slices: s(s+1)/2 slice "
+                        "products, 2s(s+1) FP16 GEMMs", (FP16_MIN_SPLITS, FP16_MAX_SPLITS),
+                        "splits", check_count=8),
+            BackendName("fp16-auto", "fp16-auto", "fewest FP16 slices whose largest mantissa "
+                        "loss is <= T bits (native ZGEMM if none <= 24)", auto=True),
+        ),
+        devices=("cpu", "gpu"),
+        costs={"cpu": CostModel(1.0e10, 2.3e9, 100, 2e-4, 8, 32e6, 4e10),
+               "gpu": CostModel(3.35e12, 1.0e13, 30, 2e-4, 12)},
+        accuracy="s slices keep s*b bits (b = min(11, floor((24 - log2 k) / 2))); fp16-auto: T = "
+                 "largest mantissa loss in bits (>= 0), T = 0: every input scalar exact",
+        reference="Mukunoki, Ozaki, Ogita, Imamura, ISC 2020 (DGEMM-TC), Alg. 1-3",
+        run=fp16_backend.run,
+        prepare=fp16_backend.prepare,
+    ),
+    Scheme(
+        key="cr",
+        title="correctly rounded GEMMs: slices until nothing is left, every slice product, "
+              "an exact INT64 sum, one rounding",
+        names=(
+            BackendName("int8-cr", "int8-cr", "correctly rounded, INT8 slices: s_A s_B slice "
+                        "products, exact sum, one rounding"),
+            BackendName("fp16-cr", "fp16-cr", "correctly rounded, FP16 slices: s_A s_B slice "
+                        "products, exact sum, one rounding"),
+        ),
+        devices=("cpu", "gpu"),
+        costs={"cpu": CostModel(1.0e10, 4.0e8, 600, 5e-4, 8, 32e6, 4e10),
+               "gpu": CostModel(3.35e12, 4.0e12, 200, 5e-4, 10)},
+        accuracy="each real and imaginary part correctly rounded (round to nearest even); no knobs",
+        reference="Mukunoki et al., ISC 2020 (Sec. 4); Boldo, Melquiond, IEEE TC 2008 (round to odd)",
+        run=exact.run,
+        prepare=exact.prepare,
     ),
 )
 
