@@ -177,7 +177,7 @@ def test_fp16_le_inputs_far_outside_fp16_range(xp):
     b[:, 4:8] *= 1e5
     a, b = a.astype(np.complex64), b.astype(np.complex64)
     fp16 = np.finfo(np.float16)  # without scaling: 1e30 overflows FP16, 1e-30 flushes to 0
-    assert fp16.max < 1e30 and fp16.smallest_subnormal > 1e-30
+    assert float(fp16.max) < 1e30 and float(fp16.smallest_subnormal) > 1e-30
     ref = a.astype(np.complex128) @ b.astype(np.complex128)
     c = _host(cgemm(xp.asarray(a), xp.asarray(b), backend="fp16-le"))
     assert np.isfinite(c).all()
