@@ -237,8 +237,13 @@ def _run(args, stop: _Stop) -> int:
     from .output import check_output_path
     from .simulator import Simulator, needs_trajectories
 
-    output = check_output_path(args.output) if args.output else None  # before any work
+    from .distributed import world
+
+    comm = world()  # under mpiexec: the state spread over the ranks, rank 0 reports
+    root = comm is None or comm.Get_rank() == 0
+    output = check_output_path(args.output) if args.output and root else None  # before work
     sim = Simulator(
+        comm=comm,
         backend=args.backend,
         T=args.T,
         device=args.device,
@@ -256,6 +261,8 @@ def _run(args, stop: _Stop) -> int:
         result = _simulate(args, sim, circuit)
     except KeyboardInterrupt as exc:
         return _stopped(exc, stop, circuit, output)
+    if not root:
+        return 0
     print(_summary(circuit, result, result.counts, args.top))
     if output is not None:
         _write_output(output, circuit, result, result.counts)
@@ -288,7 +295,7 @@ def _stopped(exc: KeyboardInterrupt, stop: _Stop, circuit, output) -> int:
 
 def _simulate(args, sim, circuit):
     shots = args.shots
-    show_bar = not args.no_progress and sys.stderr.isatty() and (
+    show_bar = not args.no_progress and sys.stderr.isatty() and sim.comm is None and (
         circuit.num_qubits >= 18 or circuit.num_gates >= 500
     )
     if show_bar:
@@ -361,8 +368,14 @@ def _summary(circuit, result, counts, top: int) -> str:
                                           if md["fallbacks"] else ""),
         f"accuracy  error bound {md['error_bound']:.1e} (a priori, relative to the state's norm)",
         f"time      {md['wall_time_s']:.3f} s",
-        f"memory    {md['peak_memory_bytes'] / 2**20:.1f} MiB peak working memory",
+        f"memory    {md['peak_memory_bytes'] / 2**20:.1f} MiB peak working memory"
+        + (" per rank" if "distributed" in md else ""),
     ]
+    if "distributed" in md:
+        dist = md["distributed"]
+        lines.append(f"ranks     {dist['ranks']} ({dist['global_qubits']} global qubits), "
+                     f"{dist['swaps']} swaps, {dist['swap_bytes'] / 2**20:.1f} MiB sent by rank 0 "
+                     f"in {dist['swap_seconds']:.3f} s")
     if md["mode"] == "trajectories":
         lines.append(f"mode      per-shot trajectories (mid-circuit measurements, resets or "
                      f"conditions): {md['branches']} branches simulated")

@@ -111,6 +111,10 @@ class RunMetadata(TypedDict, total=False):
             block (the CPU's clock; on the GPU CUDA events around it, read after the run, so no
             block waits for the host) and that time as a multiple of one read and one write of
             the state at the cost table's bandwidth (1.0: the floor).
+        distributed: runs over several ranks only (``Simulator(comm=...)``): ``{"ranks",
+            "rank", "global_qubits", "swaps", "swap_bytes" (sent by this rank),
+            "swap_seconds", "layout" (the final logical-to-physical qubit map)}``;
+            ``peak_memory_bytes`` is then per rank.
     """
 
     backend: str
@@ -133,6 +137,7 @@ class RunMetadata(TypedDict, total=False):
     shots_completed: int
     gates_reused: int
     auto: dict
+    distributed: dict
 
 
 class GateCache:
@@ -228,7 +233,8 @@ class Result:
         counts: ``{bitstring: count}`` when the run was asked for shots (always for
             trajectories), else ``None``. Keys as :meth:`sample_counts` describes.
         amplitudes: the final state, ``(2**N,)`` complex128 NumPy or CuPy (left on the device
-            until read), or ``None`` for a trajectory run.
+            until read), or ``None`` for a trajectory run (and on the ranks other than 0 of a
+            distributed run).
         seed: the seed :meth:`sample_counts` draws with by default.
         memory: per-shot records (``run(..., memory=True)``): ``shots`` keys of :attr:`counts`,
             one per shot in the order drawn, else ``None``.
@@ -256,6 +262,9 @@ class Result:
             UnsupportedOperationError: for a trajectory run, whose final state depends on
                 mid-circuit outcomes (use :attr:`counts`).
         """
+        if self._amplitudes is None and self.metadata.get("distributed", {}).get("rank"):
+            raise UnsupportedOperationError(
+                "a distributed run gathers its final state on rank 0 only; read it there")
         if self._amplitudes is None:
             raise UnsupportedOperationError(
                 "this circuit has mid-circuit measurements, resets or conditioned gates: its final "
@@ -451,6 +460,11 @@ class Simulator:
             ``"fp16-le"`` (LE-GEMM) and ``"int8-auto"`` (INT8-AUTO with ``T`` counted against
             FP32's 24-bit significand): :mod:`ozsim.gemm.single`. Gates are fused in complex128
             and rounded to complex64 once per block.
+        comm: an mpi4py communicator of ``2**g`` ranks (``MPI.COMM_WORLD`` under ``mpiexec``)
+            to spread the state over (:mod:`ozsim.distributed`), each rank holding
+            ``2**(N-g)`` amplitudes on its own CPU or GPU; every rank calls :meth:`run`, and
+            rank 0's :class:`Result` holds the gathered state and the counts (the others' hold
+            the counts). ``None`` (default) or a one-rank communicator: one process.
 
     Example:
         >>> from ozsim import Simulator
@@ -467,6 +481,7 @@ class Simulator:
     max_error_bound: float = 1e-8
     gate_cache: GateCache = field(default_factory=GateCache, repr=False, compare=False)
     precision: str = "double"
+    comm: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         """Check every argument; TypeError or ValueError naming it and what is allowed."""
@@ -510,6 +525,9 @@ class Simulator:
             raise ValueError(f"max_error_bound must be a positive number, got {eb!r}")
         if not isinstance(self.gate_cache, GateCache):
             raise TypeError(f"gate_cache must be a GateCache, got {type(self.gate_cache).__name__}")
+        if self.comm is not None and not hasattr(self.comm, "Get_size"):
+            raise TypeError(f"comm must be an mpi4py communicator or None, got "
+                            f"{type(self.comm).__name__}")
 
     def _fixed_backend(self) -> str:
         """The backend every block runs through when no :class:`~ozsim.auto.AutoPlan` chooses
@@ -592,6 +610,12 @@ class Simulator:
             raise TypeError(f"memory must be True or False, got {memory!r}")
         if memory:
             _check_memory_records(circ, shots)
+        comm = self.comm if self.comm is not None and self.comm.Get_size() > 1 else None
+        if comm is not None and self.device != "cpu":
+            from .distributed import select_gpu
+
+            if gpu_available()[0]:  # pragma: no cover - GPU
+                select_gpu(comm)
         xp, device = get_array_module(self.device)
         t0 = time.perf_counter()
         prec = self.precision
@@ -601,8 +625,13 @@ class Simulator:
         else:
             model, calibrated = cost_model(device, self._fixed_backend(), precision=prec)
         cap = None
+        local_qubits = circ.num_qubits  # (a rank's shard in a distributed run)
+        if comm is not None:
+            from .distributed import global_bits
+
+            local_qubits -= global_bits(comm)
         if (self.max_fused_qubits is None and xp is not np
-                and 2 * state_bytes(circ.num_qubits, prec) > available_memory_bytes(xp)):
+                and 2 * state_bytes(local_qubits, prec) > available_memory_bytes(xp)):
             # two state buffers do not fit: blocks that run in place (one-pass kernels) only
             cap = in_place_limit(self._fixed_backend() if auto is None else auto, device,
                                  circ.num_qubits, prec)
@@ -612,6 +641,13 @@ class Simulator:
             circ, report = fuse(circ, min(cap, choose_max_fused_qubits(circ, model)), model)
             report = replace(report, chosen_by=f"cost model, at most {cap} qubits: two state "
                              "buffers do not fit, blocks run in place")
+        elif comm is not None and local_qubits < circ.num_qubits:
+            # a block must fit a rank's local qubits; within that, the same blocks as one process
+            from .fusion import choose_max_fused_qubits
+
+            limit = self.max_fused_qubits
+            limit = choose_max_fused_qubits(circ, model) if limit is None else limit
+            circ, report = fuse(circ, min(limit, local_qubits) if limit else limit, model)
         else:
             circ, report = fuse(circ, self.max_fused_qubits, model)
         if calibrated and report.chosen_by == "cost model":
@@ -624,8 +660,12 @@ class Simulator:
         first = self._fixed_backend() if auto is None else auto.choose(circ.num_qubits,
                                                                          largest)[0]
         try:
-            sv = StateVector(circ.num_qubits, xp, self.workspace_bytes,
-                             in_place=(first, largest), precision=prec)
+            if comm is None:
+                sv = StateVector(circ.num_qubits, xp, self.workspace_bytes,
+                                 in_place=(first, largest), precision=prec)
+            else:
+                sv = _distributed_state(circ, ops, mode, comm, xp, self.workspace_bytes,
+                                        (first, largest), prec)
         except MemoryError as exc:
             raise _out_of_memory(exc, xp) from exc
         phase = cmath.exp(1j * circ.global_phase) if circ.global_phase else None
@@ -636,10 +676,19 @@ class Simulator:
                     phase = run.apply(sv, op, phase)
                 if phase is not None:
                     sv.scale(phase)
-                amps = sv.amplitudes()
-                if not bool(xp.isfinite(amps).all()):
+                if comm is None:
+                    amps = sv.amplitudes()
+                    finite = bool(xp.isfinite(amps).all())
+                else:
+                    finite = sv.all_finite()
+                if not finite:
                     raise NonFiniteError("the final state vector holds NaN or Inf amplitudes")
-                if shots:
+                if comm is not None:
+                    amps = sv.amplitudes()  # (gathered on rank 0; None on the others)
+                    if shots and amps is not None:
+                        counts = _sample(amps.real**2 + amps.imag**2, shots, rng, meas, 0)
+                    counts = comm.bcast(counts, root=0)
+                elif shots:
                     counts = _sample(_probabilities(sv), shots, rng, meas, 0)
             else:
                 counts = run.trajectories(sv, ops, meas, 1024 if shots is None else shots, rng)
@@ -671,6 +720,11 @@ class Simulator:
             "mode": mode,
             "gates_reused": run.gates_reused,
         }
+        if comm is not None:
+            metadata["distributed"] = {
+                "ranks": comm.Get_size(), "rank": comm.Get_rank(), "global_qubits": sv.g,
+                "swaps": sv.swaps, "swap_bytes": sv.swap_bytes, "swap_seconds": sv.swap_seconds,
+                "layout": list(sv.phys)}
         if auto is not None:
             metadata["auto"] = {"table": auto.table, "blocks": dict(Counter(b[1] for b in run.blocks)),
                                 "choices": run.block_times(auto)}
@@ -933,6 +987,28 @@ def _as_circuit(x) -> Circuit:
         f"cannot run a {type(x).__name__}; expected an ozsim.Circuit, a qiskit.QuantumCircuit or "
         "a path to an OpenQASM file"
     )
+
+
+def _distributed_state(circ, ops, mode: str, comm, xp, workspace_bytes, in_place,
+                       precision: str):
+    """The :class:`~ozsim.distributed.DistributedStateVector` of a run over ``comm``: the
+    least-used qubits global, swaps planned over the fused gates' qubits.
+
+    Raises:
+        UnsupportedOperationError: a circuit that needs trajectories (mid-circuit
+            measurements, resets, conditions), which distributed runs do not take.
+    """
+    from .distributed import DistributedStateVector, global_bits, initial_layout
+
+    if mode != "statevector":
+        raise UnsupportedOperationError(
+            "distributed runs take circuits whose measurements are final; this one has "
+            "mid-circuit measurements, resets or conditioned gates: run it in one process")
+    uses = [tuple(op.qubits) for op in ops if op.kind == "unitary"]
+    layout = initial_layout(uses, circ.num_qubits, global_bits(comm))
+    return DistributedStateVector(circ.num_qubits, comm, xp, workspace_bytes,
+                                  in_place=in_place, precision=precision, layout=layout,
+                                  upcoming=uses)
 
 
 def _split_final_measurements(circ: Circuit):

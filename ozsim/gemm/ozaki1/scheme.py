@@ -57,6 +57,7 @@ state ``|0...0>`` has one nonzero in ``2**N`` and the literal rule would pick ``
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -73,6 +74,7 @@ __all__ = [
     "analyse_rows",
     "bits_per_slice",
     "choose_num_splits",
+    "reduce_histograms",
     "default_workspace_bytes",
     "int8_zgemm",
     "loss_histogram",
@@ -163,6 +165,28 @@ def mean_loss(hist, num_splits: int, bits: int, significand_bits: int = SIGNIFIC
     return float((h * loss).sum() / total)
 
 
+#: Set by :func:`reduce_histograms`: sums B's histogram over the ranks of a distributed state.
+_HISTOGRAM_REDUCER = None
+
+
+@contextmanager
+def reduce_histograms(reducer):
+    """Within the block, INT8-AUTO (:func:`choose_num_splits`) first passes B's loss histogram
+    through ``reducer``: for a state vector spread over ranks (:mod:`ozsim.distributed`),
+    ``reducer`` sums the ranks' histograms (an allreduce), so every rank picks the number of
+    slices the whole state's statistics give, as one process would (same bits).
+
+    Args:
+        reducer: ``reducer(hist) -> hist`` on a NumPy int64 histogram (:func:`loss_histogram`).
+    """
+    global _HISTOGRAM_REDUCER
+    previous, _HISTOGRAM_REDUCER = _HISTOGRAM_REDUCER, reducer
+    try:
+        yield
+    finally:
+        _HISTOGRAM_REDUCER = previous
+
+
 def choose_num_splits(hist_a, hist_b, bits: int, threshold: float,
                       significand_bits: int = SIGNIFICAND_BITS) -> int | None:
     """INT8-AUTO: the fewest splits in 3..18 whose mean loss is ``<= threshold`` for both operands.
@@ -177,6 +201,8 @@ def choose_num_splits(hist_a, hist_b, bits: int, threshold: float,
     Returns:
         The number of splits, or ``None`` when no ``s <= 18`` qualifies (fall back to native ZGEMM).
     """
+    if _HISTOGRAM_REDUCER is not None:  # a state spread over ranks: the whole state's counts
+        hist_b = _HISTOGRAM_REDUCER(hist_b)
     for s in range(MIN_SPLITS, MAX_SPLITS + 1):
         if (mean_loss(hist_a, s, bits, significand_bits) <= threshold
                 and mean_loss(hist_b, s, bits, significand_bits) <= threshold):
