@@ -4,7 +4,8 @@
 The backends (``backend=``) and the schemes behind them are listed once, in
 :mod:`ozsim.gemm.registry`: ``zgemm`` (native), ``int8x{s}`` and ``int8-auto`` (Ozaki scheme I,
 :mod:`ozsim.gemm.ozaki1`), ``int8-crt{N}`` and ``int8-crt-auto`` (Ozaki scheme II,
-:mod:`ozsim.gemm.ozaki2`).
+:mod:`ozsim.gemm.ozaki2`), ``fp16x{s}`` and ``fp16-auto`` (the Ozaki scheme over FP16 slices,
+:mod:`ozsim.gemm.fp16`), ``int8-cr`` and ``fp16-cr`` (correctly rounded, :mod:`ozsim.gemm.exact`).
 """
 
 from __future__ import annotations
@@ -87,8 +88,9 @@ def zgemm(
         b: ``(k, n)`` complex128, same library as ``a``; any strides; on the GPU also a
             ``ozaki2.cuda.GatheredMatrix`` (read through offset tables by the ``int8-crt*``
             backends, materialised for the others).
-        backend: ``"zgemm"``, ``"int8-auto"``, ``"int8x{s}"`` (s = 3..18), ``"int8-crt-auto"`` or
-            ``"int8-crt{N}"`` (N = 2..20); see the module doc.
+        backend: ``"zgemm"``, ``"int8-auto"``, ``"int8x{s}"`` (s = 3..18), ``"int8-crt-auto"``,
+            ``"int8-crt{N}"`` (N = 2..20), ``"fp16x{s}"`` (s = 3..24), ``"fp16-auto"``,
+            ``"int8-cr"`` or ``"fp16-cr"``; see the module doc.
         T: the auto backends' threshold on the mean mantissa loss, in bits (>= 0).
         out: ``(m, n)`` complex128 to write into; must not overlap ``a`` or ``b`` (checked).
         check_finite: for ``"zgemm"``, scan the operands for NaN/Inf (the INT8 backends always

@@ -7,7 +7,8 @@ References:
         the correctly rounded mode (split until the remainder is zero, all ``d_A d_B`` slice
         products, one correctly rounded sum; the paper uses NearSum, ozsim an exact integer
         accumulator).
-    [ozIMMU] H. Ootomo, K. Ozaki, R. Yokota, IJHPCA 2024: the INT8 slices (:mod:`ozsim.gemm.ozaki1`).
+    [ozIMMU] H. Ootomo, K. Ozaki, R. Yokota, IJHPCA 2024: the INT8 slices
+        (:mod:`ozsim.gemm.ozaki1`).
     [BM2008] S. Boldo, G. Melquiond, "Emulation of FMA and correctly rounded sums: proved
         algorithms using rounding to odd", IEEE Trans. Computers 57(4), 2008: Theorem 1 (a real
         rounded to odd at precision ``p + k``, ``k >= 2``, then to nearest at precision ``p``,
@@ -60,6 +61,7 @@ from types import ModuleType
 import numpy as np
 
 from .._array import array_namespace
+from .fp16.scheme import bits_per_slice as fp16_bits_per_slice
 from .info import GemmInfo
 from .ozaki1.scheme import (
     PreparedOperand,
@@ -69,7 +71,6 @@ from .ozaki1.scheme import (
     split_rows,
 )
 from .ozaki1.scheme import bits_per_slice as int8_bits_per_slice
-from .fp16.scheme import bits_per_slice as fp16_bits_per_slice
 
 __all__ = ["DIGIT_BITS", "FAMILIES", "ExactSum", "cr_zgemm", "exact_num_splits", "prepare",
            "round_exact", "run"]

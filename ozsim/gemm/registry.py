@@ -31,16 +31,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from . import native
+from . import exact, native
 from .cost import CostModel
+from .fp16 import MAX_SPLITS as FP16_MAX_SPLITS
+from .fp16 import MIN_SPLITS as FP16_MIN_SPLITS
+from .fp16 import backend as fp16_backend
 from .ozaki1 import MAX_SPLITS, MIN_SPLITS
 from .ozaki1 import backend as ozaki1_backend
 from .ozaki2 import MAX_MODULI, MIN_MODULI
 from .ozaki2 import backend as ozaki2_backend
-from . import exact
-from .fp16 import MAX_SPLITS as FP16_MAX_SPLITS
-from .fp16 import MIN_SPLITS as FP16_MIN_SPLITS
-from .fp16 import backend as fp16_backend
 
 __all__ = ["PRECISIONS", "SCHEMES", "SINGLE_SCHEMES", "Backend", "BackendName", "Scheme",
            "all_names", "cost_model", "help_text", "parse"]
@@ -246,8 +245,10 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 4.0e8, 600, 5e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 4.0e12, 200, 5e-4, 10)},
-        accuracy="each real and imaginary part correctly rounded (round to nearest even); no knobs",
-        reference="Mukunoki et al., ISC 2020 (Sec. 4); Boldo, Melquiond, IEEE TC 2008 (round to odd)",
+        accuracy="each real and imaginary part correctly rounded (to nearest, ties to even); "
+                 "no knobs",
+        reference="Mukunoki et al., ISC 2020 (Sec. 4); Boldo, Melquiond, IEEE TC 2008 "
+                  "(rounding to odd)",
         run=exact.run,
         prepare=exact.prepare,
     ),
