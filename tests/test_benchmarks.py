@@ -24,3 +24,18 @@ def test_gate_bench_cpu_mode_writes_its_table_and_json(tmp_path):
     for r in rows:
         assert set(r) == {"device", "N", "d", "method", "seconds", "floor_s", "x_floor"}
         assert r["seconds"] > 0 and r["x_floor"] > 0 and r["N"] == 8
+
+
+def test_single_bench_cpu_mode_writes_its_table_and_json(tmp_path):
+    out = tmp_path / "single.json"
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "single_bench.py"), "--device", "cpu", "--sizes", "64",
+         "--reps", "1", "--karatsuba", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, check=True)
+    assert "| n | backend | ms | TFLOP/s | x CGEMM | max rel err | norm-wise err |" in res.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["backend"] for r in rows] == ["cgemm", "tf32x3", "tf32x4", "fp16-le", "int8-auto",
+                                            "tf32x3+K", "tf32x4+K", "fp16-le+K"]
+    for r in rows:
+        assert r["n"] == 64 and r["ms"] > 0 and r["x_cgemm"] > 0
+        assert 0 < r["normwise_err"] < 1e-5  # FP32-level against the complex128 product
