@@ -247,6 +247,107 @@ class DistributedStateVector:
         ok = bool(xp.isfinite(self.local._buf).all())
         return bool(self.comm.allreduce(ok, op=_mpi_op("LAND")))
 
+    def gather_fits(self, root: int = 0) -> bool:
+        """Whether the whole state (and its permuted copy) fits half of rank ``root``'s free
+        host memory, as ``root`` decides for every rank (a broadcast)."""
+        from .statevector import available_memory_bytes
+
+        ok = None
+        if self.rank == root:
+            ok = 4 * state_bytes(self.num_qubits, self.precision) <= available_memory_bytes(np)
+        return bool(self.comm.bcast(ok, root=root))
+
+    def logical_index(self, local_index):
+        """Basis-state indices over logical qubits (little-endian) of this rank's local
+        indices (int64 NumPy)."""
+        phys_index = np.asarray(local_index, dtype=np.int64) | (np.int64(self.rank) << self.nl)
+        out = np.zeros_like(phys_index)
+        for q, p in enumerate(self.phys):
+            out |= ((phys_index >> p) & 1) << q
+        return out
+
+    def sample(self, shots: int, seed: int, meas: dict, root: int = 0):
+        """Sample ``shots`` basis states of the whole state without gathering it: ``root``
+        splits the shots over the ranks by one multinomial draw on the ranks' probability
+        totals, each rank draws its share from its shard (its own stream of ``seed``), and the
+        clbit counts are summed on ``root``.
+
+        Returns:
+            ``Counter`` of clbit values on ``root`` (:func:`ozsim.simulator._sample`'s), ``None``
+            on the others.
+        """
+        from .simulator import _clbit_counts, _multinomial
+
+        psi = self.local.amplitudes()
+        probs = psi.real**2 + psi.imag**2
+        probs = probs.get() if hasattr(probs, "get") else probs
+        totals = self.comm.allgather(float(probs.sum()))
+        share = None
+        if self.rank == root:
+            t = np.asarray(totals)
+            share = np.random.default_rng(seed).multinomial(int(shots), t / t.sum()).tolist()
+        mine = self.comm.scatter(share, root=root)
+        index, count = _multinomial(probs, mine, np.random.default_rng([seed, self.rank + 1]))
+        counts = _clbit_counts(self.logical_index(index), count, meas, 0)
+        parts = self.comm.gather(counts, root=root)
+        if self.rank != root:
+            return None
+        total = parts[0]
+        for c in parts[1:]:
+            total.update(c)
+        return total
+
+    def expectation(self, observable, *, complex_value: bool = False):
+        """``<psi| O |psi>`` of a Pauli observable over the whole state, without moving qubits:
+        for a term whose X / Y part flips global bits the rank pairs with ``rank ^ flips`` and
+        the two exchange their shards (in chunks) to form ``conj(psi[i ^ x]) psi[i]``; Z on a
+        global bit is a sign per rank; each rank sums its shard, then an allreduce. Every rank
+        calls it and gets the value.
+
+        Args, Returns, Raises: as :func:`ozsim.observables.expectation`.
+        """
+        from . import observables as obs
+
+        n, nl = self.num_qubits, self.nl
+        terms = obs.pauli_terms(observable, n)
+        scale = max((abs(c) for _, _, c in terms), default=0.0)
+        if not complex_value and any(abs(c.imag) > 1e-12 * scale for _, _, c in terms):
+            raise ValueError("the observable is not Hermitian (a Pauli term with a complex "
+                             "coefficient): its expectation value is complex; pass "
+                             "complex_value=True to get it")
+
+        def physical(mask: int) -> int:
+            return sum(1 << self.phys[q] for q in range(n) if (mask >> q) & 1)
+
+        groups: dict[int, list[tuple[int, complex]]] = {}
+        for x, z, c in terms:  # as observables.expectation: P = i**ny X^x Z^z
+            c = c * 1j ** (bin(x & z).count("1") % 4)
+            zp = physical(z)
+            sign = -1 if bin((zp >> nl) & self.rank).count("1") % 2 else 1
+            groups.setdefault(physical(x), []).append((zp & ((1 << nl) - 1), sign * c))
+        psi = self.local.amplitudes()
+        local = 0j
+        for x in sorted(groups):  # (the same order on every rank: exchanges pair up)
+            zs, cs = [z for z, _ in groups[x]], [c for _, c in groups[x]]
+            if x >> nl == 0:
+                run = obs._group_cpu if self.xp is np else obs._group_gpu
+                local += run(psi, x, zs, cs)
+            else:
+                other = self._exchange_shard(psi, self.rank ^ (x >> nl))
+                local += _pair_sum(self.xp, psi, other, x & ((1 << nl) - 1), zs, cs)
+                del other
+        value = complex(self.comm.allreduce(local, op=_mpi_op("SUM")))
+        return value if complex_value else value.real
+
+    def _exchange_shard(self, psi, peer: int):
+        """The shard of rank ``peer`` (canonical local order), in exchange for this one, in
+        chunks of :data:`CHUNK_BYTES`."""
+        other = self.xp.empty_like(psi)
+        step = max(1, CHUNK_BYTES // psi.dtype.itemsize)
+        for s0 in range(0, psi.size, step):
+            self._exchange.sendrecv(psi[s0:s0 + step], other[s0:s0 + step], peer)
+        return other
+
     def amplitudes(self, root: int = 0):
         """The whole state in canonical little-endian order over logical qubits, ``(2**N,)``
         NumPy, on rank ``root`` (``None`` on the others): the shards gathered over MPI, then the
@@ -347,6 +448,22 @@ class DistributedStateVector:
         a = sv.layout.index(p)
         t = sv._buf.reshape(1 << a, 2, 1 << (self.nl - a - 1))
         return t[:, bit, :]
+
+
+def _pair_sum(xp, psi, other, x: int, zs, cs) -> complex:
+    """``sum_c cs[c] sum_i conj(other[i ^ x]) (-1)**popcount(i & zs[c]) psi[i]`` in chunks
+    (:func:`ozsim.observables._group_cpu` with the conjugated side from another shard)."""
+    from .observables import CHUNK, _parity
+
+    total = 0j
+    for start in range(0, psi.size, CHUNK):
+        stop = min(psi.size, start + CHUNK)
+        idx = xp.arange(start, stop, dtype=xp.int64)
+        w = xp.conj(other[idx ^ x]) * psi[start:stop]
+        for z, c in zip(zs, cs):
+            sign = 1 - 2 * _parity(idx & z)
+            total += c * complex((w * sign).sum())
+    return total
 
 
 def _mpi_op(name: str):

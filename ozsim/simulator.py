@@ -250,6 +250,7 @@ class Result:
     seed: InitVar[int | None] = None
     _amplitudes: object = field(init=False, repr=False, default=None)
     _seed: int | None = field(init=False, repr=False, default=None)
+    _distributed: object = field(init=False, repr=False, default=None)
 
     def __post_init__(self, amplitudes, seed):
         self._amplitudes, self._seed = amplitudes, seed
@@ -262,9 +263,11 @@ class Result:
             UnsupportedOperationError: for a trajectory run, whose final state depends on
                 mid-circuit outcomes (use :attr:`counts`).
         """
-        if self._amplitudes is None and self.metadata.get("distributed", {}).get("rank"):
+        if self._amplitudes is None and "distributed" in self.metadata:
             raise UnsupportedOperationError(
-                "a distributed run gathers its final state on rank 0 only; read it there")
+                "a distributed run gathers its final state on rank 0 only, and only where it "
+                "fits half of rank 0's free host memory; use counts and expectation values "
+                "(computed shard by shard) instead")
         if self._amplitudes is None:
             raise UnsupportedOperationError(
                 "this circuit has mid-circuit measurements, resets or conditioned gates: its final "
@@ -308,7 +311,9 @@ class Result:
     def expectation(self, observable, *, complex_value: bool = False):
         """``<psi| O |psi>`` for a Pauli observable, computed where the state lives (the GPU
         for a GPU run), in place: one pass over the state per distinct X mask
-        (:func:`ozsim.observables.expectation`).
+        (:func:`ozsim.observables.expectation`). For a distributed run every rank calls it
+        and gets the value: each shard's sum, then an allreduce
+        (:meth:`ozsim.distributed.DistributedStateVector.expectation`).
 
         Args:
             observable: a string over ``IXYZ`` of length N, qubit 0 rightmost (Qiskit's label
@@ -326,6 +331,8 @@ class Result:
         """
         from .observables import expectation
 
+        if self._distributed is not None:  # every rank calls it: an allreduce over the shards
+            return self._distributed.expectation(observable, complex_value=complex_value)
         psi = self._amplitudes if self._amplitudes is not None else self.statevector
         return expectation(psi, observable, complex_value=complex_value)
 
@@ -387,6 +394,12 @@ def _sample(probs, shots: int, rng, meas: dict[int, list[int]], bits: int) -> Co
     multinomial draw (:func:`_multinomial`): memory grows with the distinct outcomes, never with
     ``shots``."""
     index, count = _multinomial(probs, shots, rng)
+    return _clbit_counts(index, count, meas, bits)
+
+
+def _clbit_counts(index, count, meas: dict[int, list[int]], bits: int) -> Counter:
+    """``{clbit value: count}`` of sampled basis states ``index`` (int64, little-endian over the
+    qubits) drawn ``count`` times each (:func:`_sample`)."""
     if not meas:
         return Counter(dict(zip(index.tolist(), count.tolist())))
     top = max((cb for clbits in meas.values() for cb in clbits), default=0)
@@ -683,11 +696,12 @@ class Simulator:
                     finite = sv.all_finite()
                 if not finite:
                     raise NonFiniteError("the final state vector holds NaN or Inf amplitudes")
-                if comm is not None:
-                    amps = sv.amplitudes()  # (gathered on rank 0; None on the others)
-                    if shots and amps is not None:
-                        counts = _sample(amps.real**2 + amps.imag**2, shots, rng, meas, 0)
-                    counts = comm.bcast(counts, root=0)
+                if comm is not None:  # counts sampled shard by shard, summed on rank 0
+                    if shots:
+                        seed = comm.bcast(int(rng.integers(2**62)), root=0)
+                        counts = comm.bcast(sv.sample(shots, seed, meas), root=0)
+                    # the state gathered on rank 0 where it fits (None on the others)
+                    amps = sv.amplitudes() if sv.gather_fits() else None
                 elif shots:
                     counts = _sample(_probabilities(sv), shots, rng, meas, 0)
             else:
@@ -732,6 +746,8 @@ class Simulator:
             metadata["branches"] = run.branches
         result = Result(circ.num_qubits, circ.name, metadata, list(circ.cregs),
                         amplitudes=amps, seed=self.seed)
+        if comm is not None:
+            result._distributed = sv  # (expectation values by allreduce over the shards)
         if counts is not None:
             result.counts = result._format(counts)
             if memory and stopped is None:

@@ -35,19 +35,31 @@ def main() -> int:
         kw = dict(backend=case["backend"], T=case.get("T", 1.0), device=case.get("device", "cpu"),
                   max_fused_qubits=case.get("fusion"), seed=5)
         res = Simulator(comm=comm, **kw).run(circ, shots=case.get("shots", 0))
+        n = circ.num_qubits
+        labels = ["Z" * n, "X" * n, ("XY" * n)[:n], ("IZ" * n)[:n]]
+        evs = [res.expectation(lab) for lab in labels]  # collective: every rank
         if comm.Get_rank() != 0:
             continue
         # the same blocks in one process (a distributed run caps blocks at the local qubits)
         kw["max_fused_qubits"] = res.metadata["fusion"]["max_fused_qubits"]
         ref = Simulator(**kw).run(circ, shots=case.get("shots", 0))
         a, b = res.statevector, ref.statevector
+        same_dist = True
+        if res.counts:  # sampled shard by shard against sampled from the whole state
+            from ozsim.testing import assert_same_distribution
+
+            try:
+                assert_same_distribution(res.counts, ref.counts)
+            except AssertionError:
+                same_dist = False
         d = res.metadata["distributed"]
         print(json.dumps({
             "case": case, "bitwise": bool(np.array_equal(a, b)),
             "max_abs_diff": float(np.abs(a - b).max()),
             "norm": float(np.linalg.norm(a)), "ranks": d["ranks"], "swaps": d["swaps"],
             "splits": str(res.metadata["splits"]), "ref_splits": str(ref.metadata["splits"]),
-            "counts": sum((res.counts or {}).values()),
+            "counts": sum((res.counts or {}).values()), "same_distribution": same_dist,
+            "ev_diff": max(abs(e - ref.expectation(lab)) for e, lab in zip(evs, labels)),
         }), flush=True)
     return 0
 
