@@ -266,18 +266,20 @@ class DistributedStateVector:
             out |= ((phys_index >> p) & 1) << q
         return out
 
-    def sample(self, shots: int, seed: int, meas: dict, root: int = 0):
+    def sample(self, shots: int, seed: int, draw, root: int = 0):
         """Sample ``shots`` basis states of the whole state without gathering it: ``root``
         splits the shots over the ranks by one multinomial draw on the ranks' probability
-        totals, each rank draws its share from its shard (its own stream of ``seed``), and the
-        clbit counts are summed on ``root``.
+        totals, and each rank draws its share from its shard (its own stream of ``seed``).
+
+        Args:
+            shots: samples (>= 1). seed: an integer seed.
+            draw: ``draw(probs, shots, rng) -> (indices, counts)``, the one-process multinomial
+                draw (:func:`ozsim.simulator._multinomial`).
 
         Returns:
-            ``Counter`` of clbit values on ``root`` (:func:`ozsim.simulator._sample`'s), ``None``
-            on the others.
+            ``(indices, counts)`` on ``root``: int64 basis states over logical qubits and how
+            often each was drawn; ``None`` on the others.
         """
-        from .simulator import _clbit_counts, _multinomial
-
         psi = self.local.amplitudes()
         probs = psi.real**2 + psi.imag**2
         probs = probs.get() if hasattr(probs, "get") else probs
@@ -287,15 +289,12 @@ class DistributedStateVector:
             t = np.asarray(totals)
             share = np.random.default_rng(seed).multinomial(int(shots), t / t.sum()).tolist()
         mine = self.comm.scatter(share, root=root)
-        index, count = _multinomial(probs, mine, np.random.default_rng([seed, self.rank + 1]))
-        counts = _clbit_counts(self.logical_index(index), count, meas, 0)
-        parts = self.comm.gather(counts, root=root)
+        index, count = draw(probs, mine, np.random.default_rng([seed, self.rank + 1]))
+        parts = self.comm.gather((self.logical_index(index), count), root=root)
         if self.rank != root:
             return None
-        total = parts[0]
-        for c in parts[1:]:
-            total.update(c)
-        return total
+        return (np.concatenate([p[0] for p in parts]).astype(np.int64),
+                np.concatenate([p[1] for p in parts]).astype(np.int64))
 
     def expectation(self, observable, *, complex_value: bool = False):
         """``<psi| O |psi>`` of a Pauli observable over the whole state, without moving qubits:

@@ -699,7 +699,9 @@ class Simulator:
                 if comm is not None:  # counts sampled shard by shard, summed on rank 0
                     if shots:
                         seed = comm.bcast(int(rng.integers(2**62)), root=0)
-                        counts = comm.bcast(sv.sample(shots, seed, meas), root=0)
+                        drawn = sv.sample(shots, seed, _multinomial)
+                        counts = _clbit_counts(*drawn, meas, 0) if drawn is not None else None
+                        counts = comm.bcast(counts, root=0)
                     # the state gathered on rank 0 where it fits (None on the others)
                     amps = sv.amplitudes() if sv.gather_fits() else None
                 elif shots:
