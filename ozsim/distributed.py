@@ -148,12 +148,28 @@ class _NcclExchange:  # pragma: no cover - GPU
         nccl.groupEnd()
 
 
+_NCCL: dict = {}
+
+
+def _nccl(comm) -> _NcclExchange:  # pragma: no cover - GPU
+    """One NCCL communicator per MPI communicator and GPU, made on first use (its setup takes
+    a collective and tens of milliseconds)."""
+    import cupy as cp
+
+    key = (id(comm), cp.cuda.Device().id)
+    if key not in _NCCL:
+        _NCCL[key] = _NcclExchange(comm)
+    return _NCCL[key]
+
+
 def select_gpu(comm) -> None:  # pragma: no cover - GPU
     """Make this rank's current GPU the one of its rank on its node (``local rank mod devices``)."""
     import cupy as cp
+    from mpi4py import MPI
 
-    local = comm.Split_type(comm.COMM_TYPE_SHARED if hasattr(comm, "COMM_TYPE_SHARED") else 0)
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
     cp.cuda.Device(local.Get_rank() % cp.cuda.runtime.getDeviceCount()).use()
+    local.Free()
 
 
 class DistributedStateVector:
@@ -203,7 +219,7 @@ class DistributedStateVector:
         self.swaps = 0
         self.swap_bytes = 0
         self.swap_seconds = 0.0
-        self._exchange = _NcclExchange(comm) if xp is not np else _MpiExchange(comm)
+        self._exchange = _nccl(comm) if xp is not np else _MpiExchange(comm)
 
     # -- what the simulator uses ------------------------------------------------------------
     @property
