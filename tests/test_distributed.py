@@ -30,9 +30,10 @@ def _mpiexec():
     return path
 
 
-def _run(ranks: int, cases: list[dict]) -> list[dict]:
-    env = {**os.environ, "OZSIM_DEVICE": "cpu", "OMP_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1"}
+def _run(ranks: int, cases: list[dict], device: str = "cpu") -> list[dict]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    if device == "cpu":
+        env["OZSIM_DEVICE"] = "cpu"
     out = subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable,
                           str(HERE / "mpi_worker.py"), json.dumps(cases)],
                          capture_output=True, text=True, timeout=600, env=env,
@@ -48,6 +49,7 @@ def _check(rows):
         name = r["case"]["backend"]
         assert np.isfinite(r["max_abs_diff"]) and abs(r["norm"] - 1) < 1e-10, r
         assert r["ev_diff"] < 1e-12, r  # Pauli expectations by allreduce over the shards
+        assert r.get("same_distribution", True), r  # shard-by-shard sampling
         if name == "zgemm":
             assert r["max_abs_diff"] <= 1e-13, r
         else:
@@ -100,3 +102,20 @@ def test_initial_layout_puts_the_least_touched_qubits_on_global_bits():
 def test_comm_must_be_a_communicator():
     with pytest.raises(TypeError, match="comm must be an mpi4py communicator or None"):
         Simulator(comm="world")
+
+
+@pytest.mark.gpu
+def test_two_gpus_match_one_gpu():
+    from conftest import cupy_or_skip
+
+    cp = cupy_or_skip()
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs")
+    cases = [{"circuit": f"brickwork:{n}:6:{d}:3", "backend": b, "T": t, "device": "gpu",
+              "shots": 2000}
+             for n, d in [(14, 2), (16, 4)]
+             for b, t in [("zgemm", 1.0), ("int8-auto", 1.0), ("int8-crt-auto", 0.0),
+                          ("int8x8", 1.0)]]
+    env_rows = _run(2, cases, device="gpu")
+    _check(env_rows)
+    assert any(r["swaps"] > 0 for r in env_rows)
