@@ -418,15 +418,15 @@ SINGLE_SCHEMES: tuple[Scheme, ...] = (
     ),
     Scheme(
         key="le-gemm",
-        title="LE-GEMM: an FP16 bit-cut and a 2**10-scaled FP16 residual, 3 products, two FP32 "
-              "accumulators, with power-of-two row and column scaling",
+        title="LE-GEMM: an FP16 high word (rounded; the paper cuts bits) and a 2**10-scaled FP16 "
+              "residual, 3 products, two FP32 accumulators, power-of-two row and column scaling",
         names=(BackendName("fp16-le", "fp16-le", "LE-GEMM: 3 FP16 tensor-core products, FP32 "
                            "accumulation"),),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(2.0e10, 2.0e10, 12, 2e-5, 8, 32e6, 8e10),
                "gpu": CostModel(6.7e12, 1.5e14, 8, 3e-5, 12)},
         accuracy="FP32-level: 22 bits a value in two FP16 words, scaled into FP16's range",
-        reference="Zhang et al., 'LE-GEMM' (FP16 bit-cut plus scaled residual)",
+        reference="Zhang et al., 'LE-GEMM' (FP16 high word plus scaled residual)",
         run=_single_run,
         prepare=_single_prepare,
     ),
