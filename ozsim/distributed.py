@@ -57,10 +57,14 @@ import numpy as np
 
 from .statevector import StateVector, check_memory, state_bytes
 
-__all__ = ["CHUNK_BYTES", "DistributedStateVector", "initial_layout", "world"]
+__all__ = ["CHUNK_BYTES", "GPU_CHUNK_BYTES", "DistributedStateVector", "initial_layout",
+           "world"]
 
-#: Bytes of one piece of a swap's exchange (the send and receive buffers hold one each).
+#: Bytes of one piece of a swap's exchange over MPI (the send and receive buffers hold one each).
 CHUNK_BYTES = 64 << 20
+#: The same over NCCL: two receive and two send buffers of this size (fewer, larger messages:
+#: NCCL and the launch overhead per piece).
+GPU_CHUNK_BYTES = 512 << 20
 
 
 def world():
@@ -225,8 +229,8 @@ class DistributedStateVector:
     @property
     def peak_bytes(self) -> int:
         """The shard's buffers and workspace plus a swap's two chunk buffers, bytes (per rank)."""
-        return self.local.peak_bytes + 2 * min(CHUNK_BYTES,
-                                               state_bytes(self.nl, self.precision) // 2)
+        chunk = CHUNK_BYTES if self.xp is np else 2 * GPU_CHUNK_BYTES
+        return self.local.peak_bytes + 2 * min(chunk, state_bytes(self.nl, self.precision) // 2)
 
     def aligned(self, matrix, qubits: tuple[int, ...]):
         """Bring ``qubits`` onto local bits (swaps), then :meth:`StateVector.aligned` over them:
@@ -415,7 +419,8 @@ class DistributedStateVector:
 
     def _victim(self, busy: set[int]) -> int:
         """The local bit to send to a global one: the free local bit whose logical qubit is used
-        furthest ahead (never again first; ties: the lowest bit)."""
+        furthest ahead (never again first; ties: the one on the engine's most significant axis,
+        whose half of the shard is contiguous)."""
         inv = self._inverse()
         free = [p for p in range(self.nl) if p not in busy]
         if not free:
@@ -425,35 +430,88 @@ class DistributedStateVector:
         for t, qs in enumerate(self._upcoming[self._next:]):
             for q in qs:
                 horizon.setdefault(q, t)
-        return max(free, key=lambda p: (horizon.get(inv[p], math.inf), -p))
+        axis = self.local.layout.index  # (the most significant axis: a contiguous half)
+        return max(free, key=lambda p: (horizon.get(inv[p], math.inf), -axis(p)))
 
     def _swap(self, j: int, p: int) -> None:
         """Exchange global bit ``j`` with local bit ``p`` (module doc): half the shard each way,
-        in chunks."""
+        in chunks (:meth:`_pieces`; on the GPU pipelined, :meth:`_exchange_gpu`)."""
         t0 = time.perf_counter()
         peer = self.rank ^ (1 << j)
         c = (self.rank >> j) & 1
         half = self._half(p, 1 - c)  # (rows, cols) view: the shard with bit p = 1 - c
-        rows, cols = half.shape
-        item = half.dtype.itemsize
-        col_step = max(1, min(cols, CHUNK_BYTES // item))
-        row_step = max(1, CHUNK_BYTES // (col_step * item))
         xp = self.xp
-        for r0 in range(0, rows, row_step):
-            for c0 in range(0, cols, col_step):
-                piece = half[r0:r0 + row_step, c0:c0 + col_step]
-                send = xp.ascontiguousarray(piece)
-                recv = xp.empty_like(send)
+        if xp is np:
+            for piece in self._pieces(half, CHUNK_BYTES):
+                send = np.ascontiguousarray(piece)
+                recv = np.empty_like(send)
                 self._exchange.sendrecv(send, recv, peer)
                 piece[...] = recv
                 self.swap_bytes += send.nbytes
+        else:  # pragma: no cover - GPU
+            self._exchange_gpu(half, peer)
         inv = self._inverse()
         a, b = inv[p], inv[self.nl + j]
         self.phys[a], self.phys[b] = self.nl + j, p
         self.swaps += 1
-        if xp is not np:  # pragma: no cover - GPU
-            xp.cuda.get_current_stream().synchronize()
         self.swap_seconds += time.perf_counter() - t0
+
+    @staticmethod
+    def _pieces(half, chunk_bytes: int) -> list:
+        """``half`` (a 2-D view with contiguous rows) cut into blocks of at most
+        ``chunk_bytes``: whole rows where a row fits (contiguous when ``half`` has one row or
+        its rows are adjacent), else pieces of one row."""
+        rows, cols = half.shape
+        item = half.dtype.itemsize
+        col_step = max(1, min(cols, chunk_bytes // item))
+        row_step = max(1, chunk_bytes // (col_step * item))
+        return [half[r0:r0 + row_step, c0:c0 + col_step] for r0 in range(0, rows, row_step)
+                for c0 in range(0, cols, col_step)]
+
+    def _exchange_gpu(self, half, peer: int) -> None:  # pragma: no cover - GPU
+        """The GPU's swap: pieces of :data:`GPU_CHUNK_BYTES` through two receive (and, for a
+        strided half, two send) buffers, NCCL on one stream and the copies on another, so
+        that piece ``k``'s copy back overlaps piece ``k + 1``'s transfer. A contiguous piece is
+        sent straight from the state."""
+        cp = self.xp
+        pieces = self._pieces(half, GPU_CHUNK_BYTES)
+        comm_stream = cp.cuda.get_current_stream()
+        copy_stream = cp.cuda.Stream(non_blocking=True)
+        size = max(pc.size for pc in pieces)
+        recv = [cp.empty(size, dtype=half.dtype) for _ in range(2)]
+        send = [cp.empty(size, dtype=half.dtype) for _ in range(2)]
+        done = [None, None]  # event: buffer pair k % 2 free again (its piece copied back)
+
+        def packed(k):
+            """Piece ``k`` as sent, and the event its packing ends with (None: sent in place)."""
+            pc = pieces[k]
+            if pc.flags.c_contiguous:
+                return pc, None
+            buf = send[k % 2][: pc.size].reshape(pc.shape)
+            with copy_stream:
+                if done[k % 2] is not None:  # (piece k - 2, sent from this buffer, is back)
+                    copy_stream.wait_event(done[k % 2])
+                buf[...] = pc
+                return buf, copy_stream.record()
+
+        staged, ev = packed(0)
+        for k, pc in enumerate(pieces):
+            if ev is not None:
+                comm_stream.wait_event(ev)
+            if done[k % 2] is not None:  # recv[k % 2] free: piece k - 2 copied back
+                comm_stream.wait_event(done[k % 2])
+            out = recv[k % 2][: pc.size]
+            self._exchange.sendrecv(staged, out, peer)
+            arrived = comm_stream.record()
+            if k + 1 < len(pieces):
+                staged, ev = packed(k + 1)  # (queued before piece k's copy back)
+            with copy_stream:
+                copy_stream.wait_event(arrived)
+                pc[...] = out.reshape(pc.shape)
+                done[k % 2] = copy_stream.record()
+            self.swap_bytes += pc.nbytes
+        comm_stream.wait_event(copy_stream.record())
+        comm_stream.synchronize()
 
     def _half(self, p: int, bit: int):
         """The shard's amplitudes with local bit ``p`` equal to ``bit``, as a 2-D view

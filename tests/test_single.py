@@ -371,8 +371,9 @@ def test_unchecked_nan_propagates_and_fp16_le_always_checks():
 def test_gpu_matches_cpu(backend, karatsuba):
     """The same algorithm on both devices; not bitwise: cuBLAS and BLAS add the FP32 products in
     other orders (and tensor cores may truncate inside their sums), so the two differ by FP32
-    rounding: within native CGEMM's error (against FP64) times 2 (CPU) plus GPU_FACTOR (GPU)
-    of each other, norm-wise."""
+    rounding: within native CGEMM's error (against FP64) times 3 (CPU, Karatsuba's included)
+    plus GPU_FACTOR (GPU) of each other, norm-wise (measured: up to 5.6x, fp16-le with
+    Karatsuba on an H200)."""
     from conftest import cupy_or_skip
 
     cp = cupy_or_skip()
@@ -382,7 +383,7 @@ def test_gpu_matches_cpu(backend, karatsuba):
     c_cpu = cgemm(a, b, backend=backend, karatsuba=karatsuba)
     c_gpu = cgemm(cp.asarray(a), cp.asarray(b), backend=backend, karatsuba=karatsuba).get()
     nat = _errors(cgemm(a, b), ref)[1]
-    bar = 2 if backend in ("cgemm", "int8-auto") else 2 + GPU_FACTOR
+    bar = 2 if backend in ("cgemm", "int8-auto") else 3 + GPU_FACTOR  # (Karatsuba: 2.1x CPU)
     assert _errors(c_gpu, c_cpu.astype(np.complex128))[1] <= bar * nat
 
 
