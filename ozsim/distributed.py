@@ -477,6 +477,7 @@ class DistributedStateVector:
         pieces = self._pieces(half, GPU_CHUNK_BYTES)
         comm_stream = cp.cuda.get_current_stream()
         copy_stream = cp.cuda.Stream(non_blocking=True)
+        copy_stream.wait_event(comm_stream.record())  # (the gates before the swap are done)
         size = max(pc.size for pc in pieces)
         recv = [cp.empty(size, dtype=half.dtype) for _ in range(2)]
         send = [cp.empty(size, dtype=half.dtype) for _ in range(2)]
