@@ -100,7 +100,9 @@ def main(argv=None) -> int:
     skip = set(filter(None, args.skip.split(",")))
     name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
     name = name.decode() if isinstance(name, bytes) else name
-    out = {"gpu": name, "ranks": size, "qubits": n, "depth": args.depth}
+    out = {"gpu": name, "ranks": size, "qubits": n, "depth": args.depth,
+           "date": time.strftime("%Y-%m-%d"), "command": "mpiexec -n %d python3 %s" % (
+               size, " ".join(sys.argv))}
 
     def say(*a):
         if rank == 0:
