@@ -661,6 +661,9 @@ class Simulator:
             limit = self.max_fused_qubits
             limit = choose_max_fused_qubits(circ, model) if limit is None else limit
             circ, report = fuse(circ, min(limit, local_qubits) if limit else limit, model)
+            if self.max_fused_qubits is None:
+                report = replace(report, chosen_by=f"cost model, at most {local_qubits} qubits "
+                                 "(a rank's local qubits)")
         else:
             circ, report = fuse(circ, self.max_fused_qubits, model)
         if calibrated and report.chosen_by == "cost model":
