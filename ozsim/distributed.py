@@ -62,6 +62,8 @@ __all__ = ["CHUNK_BYTES", "GPU_CHUNK_BYTES", "DistributedStateVector", "initial_
 
 #: Bytes of one piece of a swap's exchange over MPI (the send and receive buffers hold one each).
 CHUNK_BYTES = 64 << 20
+#: A swap prefers local bits whose half of the shard is made of contiguous runs this long.
+SWAP_MIN_RUN_BYTES = 16 << 20
 #: The same over NCCL: two receive and two send buffers of this size (fewer, larger messages:
 #: NCCL and the launch overhead per piece).
 GPU_CHUNK_BYTES = 512 << 20
@@ -418,9 +420,11 @@ class DistributedStateVector:
             self._swap(self.phys[q] - self.nl, self._victim(busy))
 
     def _victim(self, busy: set[int]) -> int:
-        """The local bit to send to a global one: the free local bit whose logical qubit is used
-        furthest ahead (never again first; ties: the one on the engine's most significant axis,
-        whose half of the shard is contiguous)."""
+        """The local bit to send to a global one: among the free local bits whose half of the
+        shard comes in runs of at least :data:`SWAP_MIN_RUN_BYTES` (a low bit's half is strided
+        element by element and exchanges at two thirds of a contiguous one's rate), the one
+        whose logical qubit is used furthest ahead (never again first; ties: the one on the
+        engine's most significant axis, whose half is contiguous)."""
         inv = self._inverse()
         free = [p for p in range(self.nl) if p not in busy]
         if not free:
@@ -431,7 +435,9 @@ class DistributedStateVector:
             for q in qs:
                 horizon.setdefault(q, t)
         axis = self.local.layout.index  # (the most significant axis: a contiguous half)
-        return max(free, key=lambda p: (horizon.get(inv[p], math.inf), -axis(p)))
+        item = self.local._buf.dtype.itemsize
+        wide = [p for p in free if item << (self.nl - axis(p) - 1) >= SWAP_MIN_RUN_BYTES]
+        return max(wide or free, key=lambda p: (horizon.get(inv[p], math.inf), -axis(p)))
 
     def _swap(self, j: int, p: int) -> None:
         """Exchange global bit ``j`` with local bit ``p`` (module doc): half the shard each way,
