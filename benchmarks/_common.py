@@ -12,6 +12,7 @@ import importlib
 import json
 import re
 import statistics
+import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -54,6 +55,18 @@ def gpu_name(device: int = 0) -> str:
     """The CUDA device's name as CuPy reports it."""
     name = cupy().cuda.runtime.getDeviceProperties(device)["name"]
     return name.decode() if isinstance(name, bytes) else name
+
+
+def cpu_timed(fn, reps: int, warmup: int = 1) -> float:
+    """Median seconds of ``fn()`` over ``reps`` runs after ``warmup`` (wall clock, CPU)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def timed(fn, reps: int, warmup: int = 1) -> float:

@@ -35,7 +35,6 @@ import ctypes
 import glob
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import device_tag, gpu_name, result_path, timed, write_json  # noqa: E402
+from _common import cpu_timed, device_tag, gpu_name, result_path, timed, write_json  # noqa: E402
 
 from ozsim.gates.haar import haar_unitary  # noqa: E402
 from ozsim.statevector import StateVector  # noqa: E402
@@ -92,16 +91,6 @@ class CuStateVec:
         return apply
 
 
-def _cpu_timed(fn, reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None,
           int8_rate: float = 0.0) -> list[dict]:
     gpu = xp is not np
@@ -111,7 +100,7 @@ def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None,
     psi /= xp.linalg.norm(psi)
     sv._buf[...] = psi
     del psi
-    clock = (lambda fn, r: timed(fn, r)) if gpu else _cpu_timed
+    clock = (lambda fn, r: timed(fn, r)) if gpu else cpu_timed
     floor = clock(lambda: xp.copyto(sv._spare, sv._buf), max(reps, 3))
     rows = []
     for d in ds:

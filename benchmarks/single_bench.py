@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import device_tag, gpu_name, result_path, timed, write_json  # noqa: E402
+from _common import cpu_timed, device_tag, gpu_name, result_path, timed, write_json  # noqa: E402
 
 BACKENDS = ("cgemm", "tf32x3", "tf32x4", "fp16-le", "int8-auto")
 KARATSUBA = ("tf32x3", "tf32x4", "fp16-le")
@@ -68,18 +68,6 @@ def errors(c, ref, xp) -> tuple[float, float]:
     nz = ref != 0
     mx = float((xp.abs(d[nz]) / xp.abs(ref[nz])).max())
     return mx, float(xp.linalg.norm(d) / xp.linalg.norm(ref))
-
-
-def cpu_timed(fn, reps: int, warmup: int = 1) -> float:
-    """Median seconds of ``fn()`` over ``reps`` runs after ``warmup`` (wall clock, CPU)."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def bench_size(n, specs, args, xp, device):

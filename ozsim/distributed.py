@@ -378,7 +378,7 @@ class DistributedStateVector:
             InsufficientMemoryError: the whole state does not fit ``root``'s host memory
                 (checked before anything is sent).
         """
-        n, nl = self.num_qubits, self.nl
+        n = self.num_qubits
         need = 2 * state_bytes(n, self.precision) if self.rank == root else 0
         err = None
         if self.rank == root:

@@ -156,9 +156,14 @@ def padded_k(k: int) -> int:
 
 
 # -- INT8 GEMMs ---------------------------------------------------------------------------------
-# cudaDataType / cublasComputeType_t / cublasGemmAlgo_t values (stable across CUDA 11-13).
+# cudaDataType / cublasComputeType_t / cublasGemmAlgo_t values (stable across CUDA 11-13), for
+# every cublasGemmEx call of the package (INT8 here, FP16 and TF32 in fp16/ and single/).
+_CUDA_R_32F = 0
+_CUDA_R_16F = 2
 _CUDA_R_8I = 3
 _CUDA_R_32I = 10
+_COMPUTE_32F = getattr(cublas, "CUBLAS_COMPUTE_32F", 68)
+_COMPUTE_32F_FAST_TF32 = getattr(cublas, "CUBLAS_COMPUTE_32F_FAST_TF32", 77)
 _COMPUTE_32I = getattr(cublas, "CUBLAS_COMPUTE_32I", 72)
 _GEMM_DEFAULT = getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1)
 _OP_N = getattr(cublas, "CUBLAS_OP_N", 0)

@@ -25,18 +25,12 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
-from .._gpu import cublas
+from .._gpu import (_COMPUTE_32F, _CUDA_R_16F, _CUDA_R_32F, _GEMM_DEFAULT, _OP_N, _OP_T,
+                    _POINTER_MODE_HOST, cublas)
 from ..ozaki1.scheme import split_rows
 
 __all__ = ["group_products", "pair_product", "split_fp16"]
 
-_CUDA_R_16F = 2
-_CUDA_R_32F = 0
-_COMPUTE_32F = getattr(cublas, "CUBLAS_COMPUTE_32F", 68)
-_GEMM_DEFAULT = getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1)
-_OP_N = getattr(cublas, "CUBLAS_OP_N", 0)
-_OP_T = getattr(cublas, "CUBLAS_OP_T", 1)
-_POINTER_MODE_HOST = getattr(cublas, "CUBLAS_POINTER_MODE_HOST", 0)
 _ONE = np.ones(1, dtype=np.float32)
 _ZERO = np.zeros(1, dtype=np.float32)
 

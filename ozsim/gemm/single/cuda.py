@@ -26,17 +26,14 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
-from .._gpu import _GEMM_DEFAULT, _OP_N, _POINTER_MODE_HOST, cublas
+from .._gpu import (_COMPUTE_32F, _COMPUTE_32F_FAST_TF32, _CUDA_R_16F, _CUDA_R_32F, _GEMM_DEFAULT,
+                    _OP_N, _POINTER_MODE_HOST, cublas)
 from .rounding import CUDA_DEVICE_FUNCTIONS
 from .rounding import LE_RESIDUAL_SHIFT as RESIDUAL_SHIFT
 
 __all__ = ["le_matmul", "tf32_matmul"]
 
 # cudaDataType and cublasComputeType_t values (stable across CUDA 11-13).
-_CUDA_R_32F = 0
-_CUDA_R_16F = 2
-_COMPUTE_32F = getattr(cublas, "CUBLAS_COMPUTE_32F", 68)
-_COMPUTE_32F_FAST_TF32 = getattr(cublas, "CUBLAS_COMPUTE_32F_FAST_TF32", 77)
 _ONE = np.ones(1, dtype=np.float32)
 _ZERO = np.zeros(1, dtype=np.float32)
 
