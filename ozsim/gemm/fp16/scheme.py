@@ -60,11 +60,9 @@ from ..ozaki1.scheme import (
     PreparedOperand,
     _accumulate,
     _block_columns,
-    _float32_exact,
-    _products_numpy,
     analyse_rows,
     default_workspace_bytes,
-    split_columns,
+    products_cpu,
     split_rows,
 )
 
@@ -219,14 +217,5 @@ def fp16_zgemm(a, b, num_splits: int, *, b_exponents=None, out=None,
             _accumulate(products, m, j1 - j0, bits, prep.exponents, b_exponents[j0:j1],
                         out[:, j0:j1], xp)
         return out
-    a_split = prep.split(num_splits, bits)
-    dtype = np.float32 if _float32_exact(k, num_splits, bits) else np.float64
-    a_cat = a_split.slices.reshape(2 * m, num_splits * k).astype(dtype, copy=False)
-    for j0 in range(0, n, nb):
-        j1 = min(n, j0 + nb)
-        b_rev = split_columns(b[:, j0:j1], b_exponents[j0:j1], num_splits, bits, dtype)
-        products = _products_numpy(a_cat, b_rev, num_splits, k)
-        _accumulate(products, m, j1 - j0, bits, prep.exponents, b_exponents[j0:j1],
-                    out[:, j0:j1])
-    return out
+    return products_cpu(prep, b, b_exponents, num_splits, bits, nb, out)
 

@@ -472,16 +472,37 @@ def int8_zgemm(
             prep, b, num_splits, bits, b_exponents=b_exponents, out=out,
             workspace_bytes=workspace_bytes,
         )
-    a_split = prep.split(num_splits, bits)
     nb = _block_columns(n, k, num_splits, workspace_bytes)
     eB = analyse_rows(b.T, nb, histogram=False)[0] if b_exponents is None else b_exponents
     if out is None:
         out = xp.empty((m, n), dtype=xp.complex128)
+    return products_cpu(prep, b, eB, num_splits, bits, nb, out)
+
+
+def products_cpu(prep: PreparedOperand, b, b_exponents, num_splits: int, bits: int,
+                 block_columns: int, out):
+    """Steps 2-4 of the module docstring on the CPU, block by block of ``block_columns``
+    columns: B's ``b``-bit slices, the exact slice products (FP64 or, where exact, FP32 BLAS:
+    :func:`_float32_exact`), the fixed-order accumulation into ``out``. Shared by scheme I
+    (INT8 slices) and the FP16 scheme (:mod:`ozsim.gemm.fp16`, narrower slices).
+
+    Args:
+        prep: A's :class:`PreparedOperand` ``(m, k)``; b: ``(k, n)`` complex128;
+        b_exponents: ``(n,)`` int32 column exponents; num_splits, bits: ``s`` and ``b``;
+        block_columns: columns of B split at once; out: ``(m, n)`` complex128.
+
+    Returns:
+        ``out``.
+    """
+    m, k = prep.shape
+    n = b.shape[1]
     dtype = np.float32 if _float32_exact(k, num_splits, bits) else np.float64
-    a_cat = a_split.slices.reshape(2 * m, num_splits * k).astype(dtype, copy=False)
-    for j0 in range(0, n, nb):
-        j1 = min(n, j0 + nb)
-        b_rev = split_columns(b[:, j0:j1], eB[j0:j1], num_splits, bits, dtype)
+    a_cat = prep.split(num_splits, bits).slices.reshape(2 * m, num_splits * k).astype(
+        dtype, copy=False)
+    for j0 in range(0, n, block_columns):
+        j1 = min(n, j0 + block_columns)
+        b_rev = split_columns(b[:, j0:j1], b_exponents[j0:j1], num_splits, bits, dtype)
         products = _products_numpy(a_cat, b_rev, num_splits, k)
-        _accumulate(products, m, j1 - j0, bits, prep.exponents, eB[j0:j1], out[:, j0:j1])
+        _accumulate(products, m, j1 - j0, bits, prep.exponents, b_exponents[j0:j1],
+                    out[:, j0:j1])
     return out
