@@ -56,7 +56,9 @@ OPTIONS = {
 }
 #: Further variants compiled as well (compile-time branches the first variant does not take).
 MORE_OPTIONS = {
-    "gemm/kernels/dense_gate.cu": [["-std=c++17", "-DGATE_QUBITS=5", "-DSINGLE=1"]],
+    "gemm/kernels/dense_gate.cu": [["-std=c++17", "-DGATE_QUBITS=5", "-DSINGLE=1"],
+                                   ["-std=c++17", "-DGATE_QUBITS=4", "-DSINGLE=1"],
+                                   ["-std=c++17", "-DGATE_QUBITS=3"]],
     "gemm/kernels/crt_gate_mma.cu": [["-std=c++17", *_CRT, "-DGATE_QUBITS=3", "-DNMOD=15",
                                       "-DNLIMB=3", "-DDIGITS=1"]],
 }

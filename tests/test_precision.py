@@ -135,22 +135,25 @@ def test_fp32_one_pass_kernel_applies_a_gate_in_place(d):
     from ozsim.gemm import native_gate
 
     rng = np.random.default_rng(d)
-    n = 12
+    n = 12  # (2**(n-d) groups, a multiple of 256: the shared-memory variant for low targets)
     psi = (rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)).astype(np.complex64)
-    u = haar_unitary(1 << d, rng)
-    positions = sorted(rng.choice(n, d, replace=False).tolist(), reverse=True)
-    x = cp.asarray(psi)
-    ptr = x.data.ptr
-    native_gate.apply_dense_cuda_cores(x, cp.asarray(u.astype(np.complex64)), positions)
-    assert x.data.ptr == ptr and x.dtype == cp.complex64
-    # reference: the same gate through NumPy in complex128
-    t = psi.astype(np.complex128).reshape((2,) * n)
-    axes = [n - 1 - p for p in reversed(positions)]  # gate index bit j -> positions[j]
-    t = np.moveaxis(t, axes, range(d)).reshape(1 << d, -1)
-    t = (u @ t).reshape((2,) * n)
-    want = np.moveaxis(t, range(d), axes).reshape(-1)
-    got = x.get().astype(np.complex128)
-    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6
+    cases = [list(range(d)), [0] + list(range(n - 1, n - d, -1)),  # lowest bits; bit 0 + high
+             list(range(n - 1, n - 1 - d, -1)),                    # highest bits
+             sorted(rng.choice(n, d, replace=False).tolist(), reverse=True)]
+    for positions in cases:
+        u = haar_unitary(1 << d, rng)
+        x = cp.asarray(psi)
+        ptr = x.data.ptr
+        native_gate.apply_dense_cuda_cores(x, cp.asarray(u.astype(np.complex64)), positions)
+        assert x.data.ptr == ptr and x.dtype == cp.complex64
+        # reference: the same gate through NumPy in complex128
+        t = psi.astype(np.complex128).reshape((2,) * n)
+        axes = [n - 1 - p for p in positions]  # gate index bit j -> positions[j]
+        t = np.moveaxis(t, axes[::-1], range(d)).reshape(1 << d, -1)
+        t = (u @ t).reshape((2,) * n)
+        want = np.moveaxis(t, range(d), axes[::-1]).reshape(-1)
+        got = x.get().astype(np.complex128)
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6, positions
 
 
 def test_qiskit_backend_takes_aers_precision_option():

@@ -7,7 +7,9 @@ kernels read each amplitude group through the target qubits' bit positions, mult
 gate and write it back in place: one read and one write of the state, no second buffer.
 
 - ``d <= 3``: :func:`apply_dense_cuda_cores` (``kernels/dense_gate.cu``), FP64 fused
-  multiply-adds on CUDA cores, a thread per group, the gate in constant memory;
+  multiply-adds on CUDA cores, a thread per group, the gate in constant memory; where a target
+  is among the 5 lowest bits, the block's amplitudes pass through shared memory so that loads
+  and stores stay coalesced (``dense_gate_low``; the same sums, the same bits);
 - ``4 <= d <= 6``: :func:`apply_dense_mma` (``kernels/dense_gate_mma.cu``), FP64 tensor-core
   products (``mma.sync m8n8k4 f64``) on tiles of 32 or 64 groups staged in shared memory: at
   ``8 * 2**d`` flops an amplitude the CUDA cores fall behind the memory from d = 4 on.
@@ -192,6 +194,9 @@ def apply_dense_cuda_cores(psi, matrix, positions) -> None:
     groups = psi.size >> d
     threads = groups * (2 if d >= 6 else 1)
     pos = [int(p) for p in positions] + [0] * (6 - d)
-    mod.get_function("dense_gate")(
-        (int(-(-threads // _THREADS)),), (_THREADS,),
-        (psi, np.int64(groups), *(np.int32(p) for p in pos)))
+    args = (psi, np.int64(groups), *(np.int32(p) for p in pos))
+    if min(positions) < 5 and groups % _THREADS == 0 and d <= (4 if single else 3):
+        # targets among the 5 lowest bits: the shared-memory-staged variant (coalesced)
+        mod.get_function("dense_gate_low")((groups // _THREADS,), (_THREADS,), args)
+        return
+    mod.get_function("dense_gate")((int(-(-threads // _THREADS)),), (_THREADS,), args)
