@@ -490,6 +490,21 @@ def _info() -> int:
             print(f"  {pat.display():<26} {devices:<8} {pat.summary}")
     print(f"  {'auto':<26} {'cpu/gpu':<8} per fused block the cheapest of zgemm, int8-auto, "
           "int8-crt-auto at T by the device's cost table (ozsim.auto)")
+    print("\nsingle-precision backends (--precision single, complex64 amplitudes):")
+    for scheme in registry.SINGLE_SCHEMES:
+        devices = "/".join(scheme.devices)
+        for pat in scheme.names:
+            print(f"  {pat.display():<26} {devices:<8} {pat.summary}")
+    print(f"  {'auto':<26} {'cpu/gpu':<8} cgemm")
+    try:
+        import mpi4py
+        from mpi4py import MPI
+
+        library = " ".join(MPI.Get_library_version().split())[:48]
+        mpi = f"mpi4py {mpi4py.__version__} ({library})"
+    except Exception as exc:  # (not installed, or no MPI library for it to load)
+        mpi = f"not available ({exc.__class__.__name__}): pip install -e '.[mpi]'"
+    print(f"\ndistributed runs (mpiexec -n P ozsim run ...): {mpi}")
     print("\nenvironment switches (value in force):")
     for sw in config.SWITCHES:
         try:
