@@ -381,10 +381,11 @@ PRECISIONS = {"double": "complex128", "single": "complex64"}
 # Cost models (passes count 32 bytes an amplitude, so a complex64 state's pass is half a
 # complex128 one's: the bandwidths below are doubled). CPU: NumPy's complex64 matmul at about
 # twice complex128's rate; the emulated ones split the state into 2-4 words first (about 8 of
-# those passes a gate). GPU (H100/H200 class): cuBLAS CGEMM about 50 TFLOP/s; the FP32
-# CUDA-core one-pass kernel runs d <= 4 at the memory's speed (8 * 2**d flops an amplitude at
-# 60 TFLOP/s stays under one pass there); TF32 and FP16 tensor-core products several times
-# CGEMM's rate, after about 6 passes of splitting and summing.
+# those passes a gate). GPU (H200, N = 30, benchmarks/RESULTS.md section 2): cuBLAS CGEMM about
+# 50 TFLOP/s; the FP32 CUDA-core one-pass kernel takes 1.01-1.31x, 1.02-1.66x, 1.11-2.17x,
+# 1.62-3.01x the complex64 floor at d = 1..4 (targets on high bits / on the lowest bits: the
+# table takes a mix); TF32 and FP16 tensor-core products 2-3x CGEMM's rate (section 5), after
+# about 6 passes of splitting and summing.
 SINGLE_SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native-single",
@@ -394,7 +395,7 @@ SINGLE_SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(2.0e10, 7.0e10, 4.2, 2e-5, 8, 32e6, 8e10),
                "gpu": CostModel(6.7e12, 5.0e13, 2, 1e-5, 10, one_pass_qubits=4,
-                                one_pass_rate=6.0e13)},
+                                one_pass_passes=(1.1, 1.3, 1.6, 2.3))},
         accuracy="FP32 rounding of the BLAS; no knobs",
         reference="BLAS / cuBLAS cgemm",
         run=_single_run,
