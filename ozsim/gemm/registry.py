@@ -136,7 +136,10 @@ class Scheme:
 # a gate (split, slice products, accumulation over s ~ 9 slices) and ~1.8 GFLOP/s of emulated
 # ZGEMM; scheme II ~390 passes and ~5 GFLOP/s. States whose two buffers fit in a 32 MB
 # last-level cache see about 4x the bandwidth.
-# GPU (H100, N = 28, benchmarks/RESULTS.md): 3.35 TB/s; native ZGEMM 2 passes and 50 TFLOP/s;
+# GPU (H100, N = 28, benchmarks/RESULTS.md): 3.35 TB/s; native ZGEMM 50 TFLOP/s and 3.8
+# passes a gate through the GEMM path (the transposing copy, cuBLAS's read and write and the
+# engine's ping-pong: QV-30's 7-qubit blocks measured 3.76 on an H200; the earlier 2 made fusion
+# prefer 7-qubit GEMM blocks to 4-qubit one-pass ones and QV-30 take 2.6 s instead of 1.5 s);
 # scheme I ~20 passes (the INT32 planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
 # ~60 TFLOP/s at d = 12. One-pass kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to
 # 1.05 times one pass at d <= 3 (CUDA cores), 1.17, 1.65, 2.78 at d = 4, 5, 6 (tensor cores, an
@@ -153,7 +156,7 @@ SCHEMES: tuple[Scheme, ...] = (
         names=(BackendName("zgemm", "zgemm", "native complex128 GEMM (the baseline)"),),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8, 32e6, 4e10),
-               "gpu": CostModel(3.35e12, 5.0e13, 2, 1e-5, 10, one_pass_qubits=6,
+               "gpu": CostModel(3.35e12, 5.0e13, 3.8, 1e-5, 10, one_pass_qubits=6,
                                 one_pass_passes=(1.02, 1.02, 1.05, 1.17, 1.65, 2.78))},
         accuracy="FP64 rounding of the BLAS; no knobs",
         reference="BLAS / cuBLAS zgemm",
