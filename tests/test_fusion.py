@@ -124,3 +124,24 @@ def test_fuse_rejects_bad_limits():
         fuse(c, -2)
     with pytest.raises(ValueError, match="needs a cost model"):
         fuse(c, None)
+
+
+def test_gpu_cost_model_keeps_quantum_volume_in_one_pass_blocks():
+    """zgemm's GEMM path costs about 3.8 passes a gate on the GPU (transposing copy, cuBLAS,
+    ping-pong: 3.76 measured on QV-30's 7-qubit blocks, H200); priced at 2, fusion chose
+    7-qubit GEMM blocks for QV-30 and ran it in 2.6 s instead of 1.5 s with one-pass blocks of
+    at most 4 qubits (benchmarks/RESULTS.md, section 3)."""
+    from dataclasses import replace
+
+    from ozsim.gates.haar import haar_unitary
+
+    rng = np.random.default_rng(7)
+    qv = Circuit(30, 0)
+    for _ in range(30):  # quantum volume: a random pairing and an SU(4) a pair, 30 layers
+        perm = rng.permutation(30)
+        for j in range(15):
+            qv.unitary(haar_unitary(4, rng), (int(perm[2 * j]), int(perm[2 * j + 1])))
+    model = cost_model("gpu", "zgemm")
+    limit = choose_max_fused_qubits(qv, model)
+    assert 3 <= limit <= model.one_pass_qubits
+    assert choose_max_fused_qubits(qv, replace(model, passes=2)) > model.one_pass_qubits
