@@ -14,7 +14,8 @@ device-to-device copy of the state)? Rows, all in one run on one device:
   ``libcustatevec.so.1`` (the custatevec-cu13 wheel's; libcublas is loaded first).
 
 The targets cycle through four random sets per d (seeded), so the GEMM paths pay the
-permutations a real circuit makes them pay. The state is a random dense vector, so the auto
+permutations a real circuit makes them pay; ``--targets low`` / ``high`` puts them on the d
+lowest / highest qubits instead (the CUDA-core one-pass kernels are slowest on the lowest). The state is a random dense vector, so the auto
 backends see realistic exponent statistics.
 
 Usage:
@@ -91,8 +92,20 @@ class CuStateVec:
         return apply
 
 
+def target_sets(n: int, d: int, where: str, rng) -> list[tuple[int, ...]]:
+    """The four target sets a d-qubit gate cycles through: ``random`` (distinct random qubits),
+    ``low`` (qubits 0..d-1, the lowest amplitude-index bits, and its reverse order) or ``high``
+    (the d highest)."""
+    if where == "low":
+        return [tuple(range(d)), tuple(reversed(range(d)))] * 2
+    if where == "high":
+        top = tuple(range(n - d, n))
+        return [top, tuple(reversed(top))] * 2
+    return [tuple(int(q) for q in rng.choice(n, d, replace=False)) for _ in range(4)]
+
+
 def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None,
-          int8_rate: float = 0.0) -> list[dict]:
+          int8_rate: float = 0.0, targets: str = "random") -> list[dict]:
     gpu = xp is not np
     rng = np.random.default_rng(seed)
     sv = StateVector(n, xp)
@@ -106,7 +119,7 @@ def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None,
     for d in ds:
         u = haar_unitary(1 << d, rng)
         ug = xp.asarray(u)
-        sets = [tuple(int(q) for q in rng.choice(n, d, replace=False)) for _ in range(4)]
+        sets = target_sets(n, d, targets, rng)
         for method in methods:
             name, _, t = method.partition(":T=")
             name = name.removesuffix("-gemm")
@@ -193,6 +206,9 @@ def main(argv=None) -> int:
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--targets", choices=("random", "low", "high"), default="random",
+                   help="the gates' target qubits: four random sets per d (default), the d "
+                   "lowest qubits (the one-pass kernels' slowest case) or the d highest")
     p.add_argument("--json", default=None, help="output path (default: benchmarks/results/...)")
     args = p.parse_args(argv)
     if args.device == "gpu":
@@ -217,7 +233,7 @@ def main(argv=None) -> int:
     rows = []
     for n in (int(q) for q in qubits.split(",")):
         rows += bench(n, [int(d) for d in gates.split(",")], xp, methods, args.reps, args.seed,
-                      csv, rate)
+                      csv, rate, args.targets)
         if xp is not np:
             xp.get_default_memory_pool().free_all_blocks()
     path = write_json(args.json or result_path("gate_bench", tag),
