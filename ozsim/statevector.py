@@ -233,16 +233,30 @@ class StateVector:
         """``out = gate @ b`` in single precision through ``spec``'s scheme, in blocks of
         columns: an emulated backend holds about ``4 * 2**d`` words an amplitude column in split
         copies (TF32 or FP16 words, INT8 slices), so a block is at most
-        ``workspace_bytes / (16 * rows)`` columns (native ``cgemm``: one block)."""
+        ``workspace_bytes / (16 * rows)`` columns (native ``cgemm``: one block). ``int8-auto``
+        chooses its slices once, from the whole state's loss histogram (one more read of the
+        state), so the result does not depend on the blocking."""
+        from contextlib import nullcontext
+
+        from .gemm.ozaki1.scheme import reduce_histograms, reduced_histogram
+
         rows, cols = b.shape
         step = cols
         if spec.name != "cgemm" and self.workspace_bytes:
             step = max(1024, min(cols, self.workspace_bytes // (16 * rows)))
+        whole = nullcontext()
+        if spec.name == "int8-auto" and step < cols:  # one choice of slices for the whole state
+            from .gemm.single.int8 import loss_histogram_columns
+
+            hist = reduced_histogram(loss_histogram_columns(b, step, self.xp))
+            whole = reduce_histograms(lambda _block: hist)
         info = None
-        for j in range(0, cols, step):
-            _, info = spec.scheme.run(gate, b[:, j:j + step], spec, T=T, out=out[:, j:j + step],
-                                      xp=self.xp, check_finite=False,
-                                      workspace_bytes=self.workspace_bytes)
+        with whole:
+            for j in range(0, cols, step):
+                _, info = spec.scheme.run(gate, b[:, j:j + step], spec, T=T,
+                                          out=out[:, j:j + step], xp=self.xp,
+                                          check_finite=False,
+                                          workspace_bytes=self.workspace_bytes)
         return info
 
     def _gathered(self, front: tuple[int, ...], backend: str):

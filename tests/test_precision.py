@@ -171,3 +171,26 @@ def test_qiskit_backend_takes_aers_precision_option():
     assert set(counts) == {"00", "11"} and sum(counts.values()) == 400
     with pytest.raises(ValueError, match="precision must be one of double, single"):
         OzsimBackend(device="cpu", precision="half")
+
+
+def test_single_int8_auto_does_not_depend_on_the_column_blocking():
+    """The engine applies single-precision emulated gates in blocks of columns; int8-auto
+    chooses its slices from the whole state's histogram, so the blocks change no bit."""
+    from ozsim.gates.haar import haar_unitary
+
+    rng = np.random.default_rng(4)
+    n = 14
+    u = haar_unitary(8, rng).astype(np.complex64)
+    # qubit 13 = 0 (the first block of columns): magnitudes spread over ~2**+-30; qubit 13 = 1:
+    # flat. Each block alone would choose its own number of slices.
+    spread = np.exp(np.where(np.arange(1 << n) >> 13, 0.0, 7 * rng.standard_normal(1 << n)))
+    psi = ((rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)) * spread
+           ).astype(np.complex64)
+    states = []
+    for ws in (None, 16 * 8 * 1024):  # one block; blocks of 1024 columns (the smallest)
+        sv = StateVector(n, np, workspace_bytes=ws, precision="single")
+        sv._buf[...] = psi
+        info = sv.apply(u, (0, 5, 9), backend="int8-auto", T=1)
+        states.append((sv.to_numpy(), info.num_splits))
+    assert states[0][1] == states[1][1]
+    assert np.array_equal(states[0][0], states[1][0])

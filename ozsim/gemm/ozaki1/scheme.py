@@ -75,6 +75,7 @@ __all__ = [
     "bits_per_slice",
     "choose_num_splits",
     "reduce_histograms",
+    "reduced_histogram",
     "default_workspace_bytes",
     "int8_zgemm",
     "loss_histogram",
@@ -187,6 +188,11 @@ def reduce_histograms(reducer):
         _HISTOGRAM_REDUCER = previous
 
 
+def reduced_histogram(hist):
+    """``hist`` through the :func:`reduce_histograms` reducer in force (itself without one)."""
+    return hist if _HISTOGRAM_REDUCER is None else _HISTOGRAM_REDUCER(hist)
+
+
 def choose_num_splits(hist_a, hist_b, bits: int, threshold: float,
                       significand_bits: int = SIGNIFICAND_BITS) -> int | None:
     """INT8-AUTO: the fewest splits in 3..18 whose mean loss is ``<= threshold`` for both operands.
@@ -201,8 +207,7 @@ def choose_num_splits(hist_a, hist_b, bits: int, threshold: float,
     Returns:
         The number of splits, or ``None`` when no ``s <= 18`` qualifies (fall back to native ZGEMM).
     """
-    if _HISTOGRAM_REDUCER is not None:  # a state spread over ranks: the whole state's counts
-        hist_b = _HISTOGRAM_REDUCER(hist_b)
+    hist_b = reduced_histogram(hist_b)  # (a state spread over ranks: the whole state's)
     for s in range(MIN_SPLITS, MAX_SPLITS + 1):
         if (mean_loss(hist_a, s, bits, significand_bits) <= threshold
                 and mean_loss(hist_b, s, bits, significand_bits) <= threshold):

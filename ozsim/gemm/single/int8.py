@@ -34,7 +34,7 @@ from ..ozaki1 import (
 )
 from ..ozaki1.scheme import _block_columns
 
-__all__ = ["FP32_SIGNIFICAND_BITS", "int8_auto"]
+__all__ = ["FP32_SIGNIFICAND_BITS", "int8_auto", "loss_histogram_columns"]
 
 #: FP32's significand (23 stored bits and the hidden one): what INT8-AUTO counts the loss against.
 FP32_SIGNIFICAND_BITS = 24
@@ -73,3 +73,34 @@ def int8_auto(a, b, T: float, name: str, xp: ModuleType = np):
     info = GemmInfo(name, s, bits, mean_loss(prep.histogram, s, bits, FP32_SIGNIFICAND_BITS),
                     mean_loss(hist_b, s, bits, FP32_SIGNIFICAND_BITS))
     return int8_zgemm(prep, b, s, b_exponents=eb), info
+
+
+def loss_histogram_columns(b, block_columns: int, xp: ModuleType = np) -> np.ndarray:
+    """INT8-AUTO's loss histogram of all the columns of ``b``, ``block_columns`` at a time (each
+    block converted exactly to complex128): what :func:`int8_auto` counts for one block, for the
+    whole operand, so that a product computed block by block chooses its slices once.
+
+    Args:
+        b: ``(k, n)`` complex64, NumPy or CuPy.
+        block_columns: columns converted at once (bounds the complex128 copy).
+
+    Returns:
+        ``(MAX_EXP_DIFF + 1,)`` int64 NumPy histogram (:func:`ozsim.gemm.ozaki1.loss_histogram`).
+
+    Raises:
+        NonFiniteError: NaN or Inf in ``b``.
+    """
+    k, n = b.shape
+    hist = None
+    for j0 in range(0, n, block_columns):
+        blk = b[:, j0:j0 + block_columns].astype(xp.complex128)
+        if xp is np:
+            _, h = analyse_rows(blk.T, _block_columns(blk.shape[1], k, MAX_SPLITS,
+                                                      default_workspace_bytes(np)))
+        else:  # pragma: no cover - GPU
+            from ..ozaki1.cuda import analyse
+
+            _, h = analyse(blk.T)
+        h = np.asarray(h.get() if hasattr(h, "get") else h, dtype=np.int64)
+        hist = h if hist is None else hist + h
+    return hist
