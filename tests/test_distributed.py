@@ -124,3 +124,49 @@ def test_two_gpus_match_one_gpu():
     env_rows = _run(2, cases, device="gpu")
     _check(env_rows)
     assert any(r["swaps"] > 0 for r in env_rows)
+
+
+class _FakeComm:
+    """Just enough of a communicator for the checks made before any message is sent."""
+
+    def __init__(self, size, rank=0):
+        self.size, self.rank = size, rank
+
+    def Get_size(self):
+        return self.size
+
+    def Get_rank(self):
+        return self.rank
+
+
+def test_distributed_state_refuses_bad_rank_counts_layouts_and_sizes():
+    from ozsim.distributed import DistributedStateVector
+
+    with pytest.raises(ValueError, match="power-of-two number of ranks, got 3"):
+        DistributedStateVector(6, _FakeComm(3))
+    with pytest.raises(ValueError, match="2 qubits over 4 ranks leave 0 local qubits"):
+        DistributedStateVector(2, _FakeComm(4))
+    with pytest.raises(ValueError, match="layout must be a permutation of 0..3"):
+        DistributedStateVector(4, _FakeComm(2), layout=[0, 1, 1, 3])
+
+
+def test_a_gate_wider_than_the_local_qubits_is_refused():
+    from ozsim.distributed import DistributedStateVector
+
+    sv = DistributedStateVector(4, _FakeComm(4))  # 2 local qubits, 2 global
+    with pytest.raises(ValueError, match="needs more than the 2 local qubits"):
+        sv.aligned(np.eye(8, dtype=np.complex128), (0, 1, 2))
+
+
+def test_distributed_runs_refuse_mid_circuit_measurements():
+    from ozsim import Circuit
+    from ozsim.errors import UnsupportedOperationError
+
+    h = np.array([[1, 1], [1, -1]], dtype=np.complex128) / np.sqrt(2)
+    c = Circuit(4, 1)
+    c.unitary(h, (0,))
+    c.measure(0, 0)
+    c.unitary(h, (1,))
+    with pytest.raises(UnsupportedOperationError, match="distributed runs take circuits whose "
+                       "measurements are final"):
+        Simulator(device="cpu", comm=_FakeComm(2)).run(c, shots=10)
