@@ -166,7 +166,7 @@ def test_distributed_runs_refuse_mid_circuit_measurements():
     c = Circuit(4, 1)
     c.unitary(h, (0,))
     c.measure(0, 0)
-    c.unitary(h, (1,))
+    c.unitary(h, (0,))  # (after the measurement: it is mid-circuit)
     with pytest.raises(UnsupportedOperationError, match="distributed runs take circuits whose "
                        "measurements are final"):
         Simulator(device="cpu", comm=_FakeComm(2)).run(c, shots=10)
