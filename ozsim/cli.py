@@ -198,7 +198,21 @@ def _main(args) -> int:
     except (OzsimError, ValueError, TypeError, OSError, MemoryError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         print(f"ozsim: error: {msg}", file=sys.stderr)
+        _abort_other_ranks(args)
         return EXIT_USAGE
+
+
+def _abort_other_ranks(args) -> None:
+    """Under ``mpiexec`` one rank's error would leave the others waiting in a collective
+    forever: ``ozsim run`` ends them all (``MPI_Abort`` with the usage status)."""
+    if getattr(args, "command", None) != "run":
+        return
+    from .distributed import world
+
+    comm = world()
+    if comm is not None:  # pragma: no cover - needs an MPI launcher
+        sys.stderr.flush()
+        comm.Abort(EXIT_USAGE)
 
 
 class _Stop:
