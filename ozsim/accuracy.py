@@ -295,6 +295,7 @@ class CheckReport:
         re0_reference: ``Re <0...0|psi_dd>`` rounded to float64.
         rows: one :class:`CheckRow` per backend, in the order asked.
         reference: the double-double state (not serialised).
+        precision: the backend runs' precision, ``"double"`` or ``"single"`` (complex64).
     """
 
     circuit: str
@@ -307,6 +308,7 @@ class CheckReport:
     re0_reference: float
     rows: list[CheckRow] = field(default_factory=list)
     reference: DDComplex | None = field(default=None, repr=False)
+    precision: str = "double"
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (NaN and inf as strings ``"nan"``/``"inf"``)."""
@@ -344,6 +346,7 @@ class CheckReport:
             "floor_factor": self.floor_factor,
             "floor": self.floor,
             "amplitudes_above_floor": self.counted,
+            "precision": self.precision,
             "rows": rows,
         }
 
@@ -360,6 +363,8 @@ class CheckReport:
         )
         lines = [f"circuit    {self.circuit}: {n} qubits, {self.num_gates} gates", ref_line,
                  floor_line, ""]
+        if self.precision != "double":
+            lines.insert(1, f"precision  {self.precision} (complex64 amplitudes)")
         head = ("backend", "device", "Re<0|psi> rel", "max rel", "normwise", "1-fidelity",
                 "time s", "GEMMs", "splits (x GEMMs)")
         body = []
@@ -471,4 +476,5 @@ def check(
         re0_reference=float(ref.hi.real[0]),
         rows=rows,
         reference=ref,
+        precision=precision,
     )

@@ -105,7 +105,9 @@ def test_cli_run_and_check_in_single_precision(tmp_path, capsys):
     assert json.loads(out.read_text())["metadata"]["precision"] == "single"
     assert main(["check", str(qasm), "--precision", "single", "--backends", "cgemm,fp16-le",
                  "--device", "cpu", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)["rows"]
+    report = json.loads(capsys.readouterr().out)
+    assert report["precision"] == "single"
+    rows = report["rows"]
     assert [r["backend"] for r in rows] == ["cgemm", "fp16-le"]
     for r in rows:  # a GHZ state: the complex64 rounding of 1/sqrt(2) (~2**-25) and no more
         assert 1e-10 < r["normwise_rel_error"] < 1e-6
