@@ -111,6 +111,28 @@ def _group_gpu(psi, x: int, zs, cs) -> complex:  # pragma: no cover - GPU
     return complex(partial.sum().get())
 
 
+def grouped_terms(observable, num_qubits: int, complex_value: bool):
+    """The observable's terms grouped by X mask: ``{x: [(z, c'), ...]}`` with ``c'`` the
+    coefficient times ``i**ny`` (``P(x, z) = i**ny X^x Z^z``, ``ny = popcount(x & z)``, the Ys),
+    so that ``<psi|O|psi> = sum_x sum_(z, c') c' sum_i conj(psi[i ^ x]) (-1)**popcount(i & z)
+    psi[i]``.
+
+    Raises:
+        ValueError: a bad label (:func:`pauli_terms`), or a non-Hermitian observable without
+            ``complex_value``.
+    """
+    terms = pauli_terms(observable, num_qubits)
+    scale = max((abs(c) for _, _, c in terms), default=0.0)
+    if not complex_value and any(abs(c.imag) > 1e-12 * scale for _, _, c in terms):
+        raise ValueError("the observable is not Hermitian (a Pauli term with a complex "
+                         "coefficient): its expectation value is complex; pass "
+                         "complex_value=True to get it")
+    groups: dict[int, list[tuple[int, complex]]] = {}
+    for x, z, c in terms:
+        groups.setdefault(x, []).append((z, c * 1j ** (bin(x & z).count("1") % 4)))
+    return groups
+
+
 def expectation(psi, observable, *, complex_value: bool = False):
     """``<psi| O |psi>`` for a Pauli observable, on the state's own device, in place.
 
@@ -128,15 +150,7 @@ def expectation(psi, observable, *, complex_value: bool = False):
     """
     xp = array_namespace(psi)
     n = int(psi.size).bit_length() - 1
-    terms = pauli_terms(observable, n)
-    scale = max((abs(c) for _, _, c in terms), default=0.0)
-    if not complex_value and any(abs(c.imag) > 1e-12 * scale for _, _, c in terms):
-        raise ValueError("the observable is not Hermitian (a Pauli term with a complex "
-                         "coefficient): its expectation value is complex; pass "
-                         "complex_value=True to get it")
-    groups: dict[int, list[tuple[int, complex]]] = {}
-    for x, z, c in terms:  # P(x, z) = i**ny X^x Z^z, ny = popcount(x & z) (the Ys)
-        groups.setdefault(x, []).append((z, c * 1j ** (bin(x & z).count("1") % 4)))
+    groups = grouped_terms(observable, n, complex_value)
     run = _group_cpu if xp is np else _group_gpu
     total = 0j
     for x, zc in groups.items():
