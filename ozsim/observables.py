@@ -27,7 +27,7 @@ import numpy as np
 
 from ._array import array_namespace
 
-__all__ = ["CHUNK", "expectation", "pauli_terms"]
+__all__ = ["CHUNK", "expectation", "grouped_terms", "pauli_terms"]
 
 #: Amplitudes per chunk of the CPU walk.
 CHUNK = 1 << 14
