@@ -609,7 +609,7 @@ class Simulator:
             RunInterrupted: a ``KeyboardInterrupt`` during the simulation (see above).
         """
         from .calibration import cost_model
-        from .fusion import fuse
+        from .fusion import choose_max_fused_qubits, fuse
 
         shots = _check_shots(shots)
         circ = _as_circuit(circuit)
@@ -637,35 +637,30 @@ class Simulator:
             model, calibrated = auto, auto.table != "registry defaults"
         else:
             model, calibrated = cost_model(device, self._fixed_backend(), precision=prec)
-        cap = None
         local_qubits = circ.num_qubits  # (a rank's shard in a distributed run)
         if comm is not None:
             from .distributed import global_bits
 
             local_qubits -= global_bits(comm)
-        if (self.max_fused_qubits is None and xp is not np
+        limit, why = self.max_fused_qubits, None
+        if (limit is None and xp is not np
                 and 2 * state_bytes(local_qubits, prec) > available_memory_bytes(xp)):
             # two state buffers do not fit: blocks that run in place (one-pass kernels) only
             cap = in_place_limit(self._fixed_backend() if auto is None else auto, device,
-                                 circ.num_qubits, prec)
-        if cap:
-            from .fusion import choose_max_fused_qubits
-
-            circ, report = fuse(circ, min(cap, choose_max_fused_qubits(circ, model)), model)
-            report = replace(report, chosen_by=f"cost model, at most {cap} qubits: two state "
-                             "buffers do not fit, blocks run in place")
-        elif comm is not None and local_qubits < circ.num_qubits:
+                                 local_qubits, prec)
+            if cap:
+                limit = min(cap, choose_max_fused_qubits(circ, model))
+                why = (f"cost model, at most {cap} qubits: two state buffers do not fit, "
+                       "blocks run in place")
+        if local_qubits < circ.num_qubits:
             # a block must fit a rank's local qubits; within that, the same blocks as one process
-            from .fusion import choose_max_fused_qubits
-
-            limit = self.max_fused_qubits
-            limit = choose_max_fused_qubits(circ, model) if limit is None else limit
-            circ, report = fuse(circ, min(limit, local_qubits) if limit else limit, model)
-            if self.max_fused_qubits is None:
-                report = replace(report, chosen_by=f"cost model, at most {local_qubits} qubits "
-                                 "(a rank's local qubits)")
-        else:
-            circ, report = fuse(circ, self.max_fused_qubits, model)
+            if limit is None:
+                limit = choose_max_fused_qubits(circ, model)
+                why = f"cost model, at most {local_qubits} qubits (a rank's local qubits)"
+            limit = min(limit, local_qubits) if limit else limit
+        circ, report = fuse(circ, limit, model)
+        if why:
+            report = replace(report, chosen_by=why)
         if calibrated and report.chosen_by == "cost model":
             report = replace(report, chosen_by="cost model (calibrated)")
         ops, meas, mode = _split_final_measurements(circ)
