@@ -91,6 +91,19 @@ def parse(name: str) -> Backend:
     return spec
 
 
+def _empty_or_native(a, b, out, spec, xp, check_finite):
+    """``(out, info)`` for an empty product (zeros) or the native backend (BLAS / cuBLAS
+    through ``matmul``), else ``None``: what :func:`run` and :func:`run_real` share."""
+    if min(a.shape[0], a.shape[1], b.shape[1]) == 0:
+        out[...] = 0
+        return out, GemmInfo(spec.name, None)
+    if spec.name != "cgemm":
+        return None
+    if check_finite:
+        _check_finite(a, b, xp)
+    return xp.matmul(a, b, out=out), GemmInfo(spec.name, None)
+
+
 def _check_finite(a, b, xp):
     if not (bool(xp.isfinite(a).all()) and bool(xp.isfinite(b).all())):
         raise NonFiniteError("GEMM operand has NaN or Inf entries")
@@ -159,13 +172,9 @@ def run(a, b, name: str, *, T: float = 1.0, out=None, xp: ModuleType | None = No
         NonFiniteError: NaN or Inf in an operand.
     """
     spec, xp, out = _prologue(a, b, name, T, out, xp, karatsuba, np.complex64)
-    if min(a.shape[0], a.shape[1], b.shape[1]) == 0:
-        out[...] = 0
-        return out, GemmInfo(spec.name, None)
-    if spec.name == "cgemm":
-        if check_finite:
-            _check_finite(a, b, xp)
-        return xp.matmul(a, b, out=out), GemmInfo(spec.name, None)
+    done = _empty_or_native(a, b, out, spec, xp, check_finite)
+    if done is not None:
+        return done
     if spec.name == "int8-auto":
         c, info = int8_auto(a.astype(xp.complex128), b.astype(xp.complex128), T, spec.name, xp)
         if c is None:
@@ -190,13 +199,9 @@ def run_real(a, b, name: str, *, T: float = 1.0, out=None, xp: ModuleType | None
     spec, xp, out = _prologue(a, b, name, T, out, xp, False, np.float32)
     m, k = a.shape
     n = b.shape[1]
-    if min(m, k, n) == 0:
-        out[...] = 0
-        return out, GemmInfo(spec.name, None)
-    if spec.name == "cgemm":
-        if check_finite:
-            _check_finite(a, b, xp)
-        return xp.matmul(a, b, out=out), GemmInfo(spec.name, None)
+    done = _empty_or_native(a, b, out, spec, xp, check_finite)
+    if done is not None:
+        return done
     if spec.name == "int8-auto":
         h = (n + 1) // 2
         bc = xp.zeros((k, h), dtype=xp.complex128)
