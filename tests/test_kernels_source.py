@@ -58,7 +58,11 @@ OPTIONS = {
 MORE_OPTIONS = {
     "gemm/kernels/dense_gate.cu": [["-std=c++17", "-DGATE_QUBITS=5", "-DSINGLE=1"],
                                    ["-std=c++17", "-DGATE_QUBITS=4", "-DSINGLE=1"],
-                                   ["-std=c++17", "-DGATE_QUBITS=3"]],
+                                   ["-std=c++17", "-DGATE_QUBITS=3"],
+                                   ["-std=c++17", "-DGATE_QUBITS=4", "-DSINGLE=1", "-DWORDS=1",
+                                    "-DPRODUCTS=4"],
+                                   ["-std=c++17", "-DGATE_QUBITS=3", "-DSINGLE=1", "-DWORDS=2"],
+                                   ["-std=c++17", "-DGATE_QUBITS=4", "-DSINGLE=1", "-DWORDS=2"]],
     "gemm/kernels/crt_gate_mma.cu": [["-std=c++17", *_CRT, "-DGATE_QUBITS=3", "-DNMOD=15",
                                       "-DNLIMB=3", "-DDIGITS=1"]],
 }

@@ -48,8 +48,9 @@ _MMA_SOURCE = Path(__file__).parent / "kernels" / "dense_gate_mma.cu"
 _MEMCPY_D2D = 3  # cudaMemcpyDeviceToDevice
 
 
-def _module(d: int, device: int, single: bool = False):
-    return raw_module(_SOURCE, ("-std=c++17", f"-DGATE_QUBITS={d}", f"-DSINGLE={int(single)}"))
+def _module(d: int, device: int, single: bool = False, words: tuple = ()):
+    return raw_module(_SOURCE, ("-std=c++17", f"-DGATE_QUBITS={d}", f"-DSINGLE={int(single)}")
+                      + words)
 
 
 def _mma_columns(d: int) -> int:
@@ -193,9 +194,20 @@ def apply_dense_cuda_cores(psi, matrix, positions) -> None:
     single = psi.dtype == cp.complex64
     mod = _module(d, cp.cuda.Device().id, single)
     u = cp.ascontiguousarray(matrix, dtype=cp.complex64 if single else cp.complex128)
+    launch_cuda_cores(mod, psi, positions, {"gate_u": u})
+
+
+def launch_cuda_cores(mod, psi, positions, constants: dict) -> None:
+    """Copy ``constants`` (name -> CuPy array) into ``mod``'s constant memory and launch its
+    ``dense_gate`` (or, targets among the 5 lowest bits, ``dense_gate_low``) over ``psi``: the
+    launch of :func:`apply_dense_cuda_cores` and of the multiword gates of
+    :mod:`ozsim.gemm.single.onepass` (``mod`` from :func:`_module`)."""
+    d = len(positions)
+    single = psi.dtype == cp.complex64
     stream = cp.cuda.get_current_stream()
-    cp.cuda.runtime.memcpyAsync(mod.get_global("gate_u").ptr, u.data.ptr, u.nbytes,
-                                _MEMCPY_D2D, stream.ptr)
+    for name, value in constants.items():
+        cp.cuda.runtime.memcpyAsync(mod.get_global(name).ptr, value.data.ptr, value.nbytes,
+                                    _MEMCPY_D2D, stream.ptr)
     groups = psi.size >> d
     threads = groups * (2 if d >= 6 else 1)
     pos = [int(p) for p in positions] + [0] * (6 - d)

@@ -378,6 +378,16 @@ def _single_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GP
     return GemmInfo(backend.name, None)
 
 
+def _words_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
+    """``tf32x3``/``tf32x4``/``fp16-le``'s one-pass gate on the GPU (d <= 5): the words on CUDA
+    cores with sums rounded to nearest, :mod:`ozsim.gemm.single.onepass`."""
+    from .info import GemmInfo
+    from .single import onepass
+
+    onepass.apply_words(psi, getattr(gate, "matrix", gate), positions, backend.name)
+    return GemmInfo(backend.name, 2, 11)
+
+
 #: The precisions a state vector can have, with its amplitudes' dtype (Qiskit Aer's words).
 PRECISIONS = {"double": "complex128", "single": "complex64"}
 
@@ -388,7 +398,15 @@ PRECISIONS = {"double": "complex128", "single": "complex64"}
 # 50 TFLOP/s; the FP32 CUDA-core one-pass kernel takes 1.01-1.31x, 1.02-1.66x, 1.11-2.17x,
 # 1.62-3.01x the complex64 floor at d = 1..4 (targets on high bits / on the lowest bits: the
 # table takes a mix); TF32 and FP16 tensor-core products 2-3x CGEMM's rate (section 5), after
-# about 6 passes of splitting and summing.
+# about 6 passes of splitting and summing (a gate through that GEMM path measured 14-17x the
+# complex64 floor for tf32x3, 23-27x for fp16-le, at d = 4, 6, N = 30). Their one-pass gates
+# (d <= 5, the words on CUDA cores, 12 2**d FP32 fused multiply-adds an amplitude) measured
+# tf32x3 1.8-2.4x, 2.1-2.9x, 2.7-3.6x, 4.1-6.2x, 7.8-8.1x and fp16-le 2.7-3.4x, 3.1-3.9x,
+# 3.8-4.7x, 5.9-7.8x, 11.3-11.9x the floor at d = 1..5 (targets on high / on low bits). Fusion
+# stops at 5 qubits for them (max_limit): beyond, a gate's products go through the tensor cores,
+# whose truncated FP32 sums, one per gate at k = 2**d, bias every amplitude toward zero and add
+# up over a circuit (3-6x cgemm's error on a fused brickwork), which these FP32-level backends
+# must not trade for speed.
 SINGLE_SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native-single",
@@ -413,12 +431,15 @@ SINGLE_SCHEMES: tuple[Scheme, ...] = (
                            (3, 4), "products", check_count=3),),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(2.0e10, 2.0e10, 12, 2e-5, 8, 32e6, 8e10),
-               "gpu": CostModel(6.7e12, 1.0e14, 8, 3e-5, 12)},
+               "gpu": CostModel(6.7e12, 1.0e14, 15, 3e-5, 5, one_pass_qubits=5,
+                                one_pass_passes=(2.1, 2.5, 3.1, 5.1, 8.0))},
         accuracy="FP32-level: each value as two TF32 words (22 bits); s = 3 or 4 products",
         reference="Valero-Lara, Liu, Vetter, Jorquera, 'Mixed-Precision S/DGEMM Using the TF32 "
                   "and TF64 Frameworks' (multiword TF32)",
         run=_single_run,
         prepare=_single_prepare,
+        one_pass_qubits={"gpu": 5},
+        apply_one_pass=_words_one_pass,
     ),
     Scheme(
         key="le-gemm",
@@ -428,11 +449,14 @@ SINGLE_SCHEMES: tuple[Scheme, ...] = (
                            "accumulation"),),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(2.0e10, 2.0e10, 12, 2e-5, 8, 32e6, 8e10),
-               "gpu": CostModel(6.7e12, 1.5e14, 8, 3e-5, 12)},
+               "gpu": CostModel(6.7e12, 1.5e14, 23, 3e-5, 5, one_pass_qubits=5,
+                                one_pass_passes=(3.1, 3.5, 4.2, 6.8, 11.6))},
         accuracy="FP32-level: 22 bits a value in two FP16 words, scaled into FP16's range",
         reference="Zhang et al., 'LE-GEMM' (FP16 high word plus scaled residual)",
         run=_single_run,
         prepare=_single_prepare,
+        one_pass_qubits={"gpu": 5},
+        apply_one_pass=_words_one_pass,
     ),
     Scheme(
         key="ozaki1-single",

@@ -37,7 +37,7 @@ References:
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
 from ..._array import array_namespace
 
@@ -116,18 +116,6 @@ def split_tf32(x):
 
 
 #: The same roundings as CUDA device functions (``ozs_round_tf32``, ``ozs_round_fp16``), for the
-#: GPU's split kernels. ``__fadd_rn``/``__fsub_rn`` are never contracted or reassociated.
-CUDA_DEVICE_FUNCTIONS = r"""
-__device__ __forceinline__ float ozs_round_tf32(float x) {
-    unsigned int u = __float_as_uint(x);
-    if ((u & 0x7F800000u) == 0x7F800000u) return x;            // Inf, NaN: unchanged
-    unsigned int r = (u + 0x0FFFu + ((u >> 13) & 1u)) & 0xFFFFE000u;
-    if ((r & 0x7F800000u) == 0x7F800000u) r = u & 0xFFFFE000u;  // would round to Inf: truncate
-    return __uint_as_float(r);
-}
-
-__device__ __forceinline__ float ozs_round_fp16(float x) {     // |x| < 65520
-    if (fabsf(x) < 6.103515625e-05f) return copysignf(__fsub_rn(__fadd_rn(x, 0.75f), 0.75f), x);
-    return ozs_round_tf32(x);
-}
-"""
+#: GPU's split kernels and the multiword one-pass gates: the text of ``kernels/word_rounding.cuh``.
+CUDA_DEVICE_FUNCTIONS = (Path(__file__).resolve().parents[1] / "kernels"
+                         / "word_rounding.cuh").read_text()
