@@ -11,8 +11,10 @@ script running).
 Inputs: Ozaki's ``(rand - 0.5) exp(phi randn)`` real and imaginary parts (``--phi``, default 1),
 square ``n x n`` complex64 ``A`` and ``B``. Backends (:mod:`ozsim.gemm.single`): ``cgemm``
 (cuBLAS CGEMM, measured in the same run: the baseline), ``tf32x3``, ``tf32x4``, ``fp16-le``,
-``int8-auto`` (at ``--T``), and with ``--karatsuba`` the real schemes' 3-product complex form
-too (``tf32x3+K``...).
+``int8-auto`` (at ``--T``). The real schemes run in their device's default complex form (on the
+GPU Karatsuba's 3 real products, on the CPU the stacked 4: :mod:`ozsim.gemm.single`); with
+``--karatsuba`` both explicit forms too (``tf32x3+S`` stacked, ``tf32x3+K`` Karatsuba...).
+``--phi`` takes a list: each size runs at each spread.
 
 Reported per size and backend:
 
@@ -21,7 +23,7 @@ Reported per size and backend:
 - ``TFLOP/s``: ``8 n**3 / t`` (the complex product's real flops) and ``x CGEMM``, the speed-up
   over cuBLAS CGEMM's time in the same run;
 - ``max rel``: ``max |c - ref| / |ref|`` over all entries, and ``norm-wise``:
-  ``||C - ref||_F / ||ref||_F``, with ``ref`` the complex128 product of the same (exactly
+  ``||C - ref||_F / ||ref||_F`` (``x err``: that over cuBLAS CGEMM's in the same run), with ``ref`` the complex128 product of the same (exactly
   converted) inputs by cuBLAS ZGEMM (its error, ~1e-16 sqrt(n), is negligible here). The maximum
   is set by the most cancelling entry; the norm-wise error is the stable comparison.
 """
@@ -70,44 +72,47 @@ def errors(c, ref, xp) -> tuple[float, float]:
     return mx, float(xp.linalg.norm(d) / xp.linalg.norm(ref))
 
 
-def bench_size(n, specs, args, xp, device):
+def bench_size(n, phi, specs, args, xp, device):
     """Every backend at size ``n``; returns the row dicts (cgemm first: the baseline)."""
     from ozsim.gemm.single import cgemm
 
-    a, b = inputs(n, args.phi, seed=n, xp=xp)
+    a, b = inputs(n, phi, seed=n, xp=xp)
     ref = a.astype(xp.complex128) @ b.astype(xp.complex128)
     out = xp.empty((n, n), dtype=xp.complex64)
     clock = cpu_timed if xp is np else timed
-    rows, base = [], None
+    rows, base, base_err = [], None, None
     for spec in specs:
         backend, _, variant = spec.partition("+")
         info = {}
 
         def call():
             _, info["gi"] = cgemm(a, b, backend=backend, T=args.T, out=out, return_info=True,
-                                  karatsuba=variant == "K")
+                                  karatsuba={"K": True, "S": False}.get(variant))
 
         t = clock(call, args.reps)
-        base = t if backend == "cgemm" else base
         mx, nw = errors(out, ref, xp)
+        if backend == "cgemm":
+            base, base_err = t, nw
         gi = info["gi"]
-        rows.append({"device": device, "n": n, "backend": spec, "ms": t * 1e3,
+        rows.append({"device": device, "n": n, "phi": phi, "backend": spec, "ms": t * 1e3,
                      "tflops": 8.0 * n**3 / t / 1e12, "x_cgemm": base / t if base else None,
-                     "max_rel_err": mx, "normwise_err": nw, "splits": gi.num_splits,
-                     "fallback": gi.fallback})
+                     "max_rel_err": mx, "normwise_err": nw,
+                     "x_cgemm_err": nw / base_err if base_err else None,
+                     "splits": gi.num_splits, "fallback": gi.fallback})
         print(_fmt(rows[-1]), flush=True)
     return rows
 
 
-HEADER = ("| n | backend | ms | TFLOP/s | x CGEMM | max rel err | norm-wise err |\n"
-          "| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+HEADER = ("| n | phi | backend | ms | TFLOP/s | x CGEMM | max rel err | norm-wise err | x err |\n"
+          "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 
 
 def _fmt(r) -> str:
     x = f"{r['x_cgemm']:.2f}" if r["x_cgemm"] is not None else "-"
     name = r["backend"] + (f" (s={r['splits']})" if r["backend"].startswith("int8") else "")
-    return (f"| {r['n']} | {name} | {r['ms']:.3f} | {r['tflops']:.2f} | {x} | "
-            f"{r['max_rel_err']:.2e} | {r['normwise_err']:.2e} |")
+    xe = f"{r['x_cgemm_err']:.2f}" if r["x_cgemm_err"] is not None else "-"
+    return (f"| {r['n']} | {r['phi']:g} | {name} | {r['ms']:.3f} | {r['tflops']:.2f} | {x} | "
+            f"{r['max_rel_err']:.2e} | {r['normwise_err']:.2e} | {xe} |")
 
 
 def main(argv=None) -> int:
@@ -116,9 +121,9 @@ def main(argv=None) -> int:
     p.add_argument("--backends", default=",".join(BACKENDS),
                    help="comma-separated (cgemm is always run first: the baseline)")
     p.add_argument("--karatsuba", action="store_true",
-                   help="also the 3-product complex form of tf32x3, tf32x4, fp16-le")
+                   help="also both explicit complex forms of tf32x3, tf32x4, fp16-le (+S, +K)")
     p.add_argument("--T", type=float, default=1.0, help="int8-auto's threshold (bits of 24)")
-    p.add_argument("--phi", type=float, default=1.0, help="exponent spread of the inputs")
+    p.add_argument("--phi", default="1", help="exponent spreads of the inputs, comma-separated")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
     p.add_argument("--json", default=None,
@@ -129,7 +134,7 @@ def main(argv=None) -> int:
     names = [parse(b).name for b in args.backends.split(",") if b.strip()]
     specs = ["cgemm"] + [b for b in names if b != "cgemm"]
     if args.karatsuba:
-        specs += [f"{b}+K" for b in names if b in KARATSUBA]
+        specs += [f"{b}+{f}" for f in "SK" for b in names if b in KARATSUBA]
     if args.device == "gpu":
         import cupy as xp
 
@@ -146,9 +151,10 @@ def main(argv=None) -> int:
             "reference": "complex128 product of the same inputs (ZGEMM)"}
     rows: list = []
     print(f"{meta_dev}  phi = {args.phi}, T = {args.T}\n{HEADER}", flush=True)
-    for n in [int(x) for x in args.sizes.split(",") if x]:
-        rows += bench_size(n, specs, args, xp, args.device)
-        write_json(path, {"meta": meta, "rows": rows})  # after every size: a cut run keeps it
+    phis = [float(x) for x in args.phi.split(",") if x]
+    for n, phi in [(int(x), phi) for x in args.sizes.split(",") if x for phi in phis]:
+        rows += bench_size(n, phi, specs, args, xp, args.device)
+        write_json(path, {"meta": meta, "rows": rows})  # after every case: a cut run keeps it
         if xp is not np:
             xp.get_default_memory_pool().free_all_blocks()
     print(f"wrote {path}")

@@ -30,12 +30,15 @@ def test_single_bench_cpu_mode_writes_its_table_and_json(tmp_path):
     out = tmp_path / "single.json"
     res = subprocess.run(
         [sys.executable, str(BENCH / "single_bench.py"), "--device", "cpu", "--sizes", "64",
-         "--reps", "1", "--karatsuba", "--json", str(out)],
+         "--reps", "1", "--karatsuba", "--phi", "0.1,1", "--json", str(out)],
         capture_output=True, text=True, timeout=300, check=True)
-    assert "| n | backend | ms | TFLOP/s | x CGEMM | max rel err | norm-wise err |" in res.stdout
+    assert ("| n | phi | backend | ms | TFLOP/s | x CGEMM | max rel err | norm-wise err | x err |"
+            in res.stdout)
     rows = json.loads(out.read_text())["rows"]
-    assert [r["backend"] for r in rows] == ["cgemm", "tf32x3", "tf32x4", "fp16-le", "int8-auto",
-                                            "tf32x3+K", "tf32x4+K", "fp16-le+K"]
+    names = ["cgemm", "tf32x3", "tf32x4", "fp16-le", "int8-auto", "tf32x3+S", "tf32x4+S",
+             "fp16-le+S", "tf32x3+K", "tf32x4+K", "fp16-le+K"]
+    assert [(r["phi"], r["backend"]) for r in rows] == [(p, b) for p in (0.1, 1.0) for b in names]
     for r in rows:
         assert r["n"] == 64 and r["ms"] > 0 and r["x_cgemm"] > 0
         assert 0 < r["normwise_err"] < 1e-5  # FP32-level against the complex128 product
+        assert 0 < r["x_cgemm_err"] < 5
