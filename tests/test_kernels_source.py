@@ -64,7 +64,9 @@ MORE_OPTIONS = {
                                    ["-std=c++17", "-DGATE_QUBITS=3", "-DSINGLE=1", "-DWORDS=2"],
                                    ["-std=c++17", "-DGATE_QUBITS=4", "-DSINGLE=1", "-DWORDS=2"]],
     "gemm/kernels/crt_gate_mma.cu": [["-std=c++17", *_CRT, "-DGATE_QUBITS=3", "-DNMOD=15",
-                                      "-DNLIMB=3", "-DDIGITS=1"]],
+                                      "-DNLIMB=3", "-DDIGITS=1"],
+                                     ["-std=c++17", *_CRT, "-DGATE_QUBITS=5", "-DNMOD=15",
+                                      "-DNLIMB=3"]],
 }
 
 

@@ -18,14 +18,15 @@ __all__ = ["THREADS", "a_fragments", "a_fragment_bytes", "row_fragments", "tile"
 THREADS = 256
 
 
-def tile(d: int, kd: int | None = None) -> tuple[int, int, int]:
+def tile(d: int, kd: int | None = None, mpt: int | None = None) -> tuple[int, int, int]:
     """``(NC, KD, W)`` of ``mma_gate.cuh`` for a ``d``-qubit gate: columns (amplitude groups)
     per tile, the products' inner dimension (``max(2 * 2**d, 32)`` unless ``kd`` widens it),
     and shared-memory words per column of one INT8 plane (``KD / 4 + 4``: 4 times an odd
-    number, no bank conflicts)."""
+    number, no bank conflicts); ``mpt``: members per thread in the split where the kernel
+    narrows it (``MPT``; default ``2**d / 4``, at least 4)."""
     k = 1 << d
     kd = kd or max(2 * k, 32)
-    mpt = k // 4 if k >= 16 else 4
+    mpt = mpt or (k // 4 if k >= 16 else 4)
     return THREADS // (k // mpt), kd, kd // 4 + 4
 
 

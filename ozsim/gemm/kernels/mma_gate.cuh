@@ -16,7 +16,9 @@
 #define KS (KD / 32)                  // k steps
 #define W (KD / 4 + 4)                // words per column of a slice (4 x odd: no bank conflict)
 #define MT (K / 8)                    // m tiles of 16 rows (8 members, Re and Im)
+#ifndef MPT  // (an including file may narrow it: crt_gate_mma.cu at d = 5)
 #define MPT (K >= 16 ? K / 4 : 4)     // members per thread in the split
+#endif
 #define TPC (K / MPT)                 // threads per column
 #define THREADS 256
 #define NC (THREADS / TPC)            // columns per tile

@@ -1,4 +1,4 @@
-"""One-pass gates by Ozaki scheme II on the GPU (``int8-crt{N}``, ``int8-crt-auto``), ``d <= 4``.
+"""One-pass gates by Ozaki scheme II on the GPU (``int8-crt{N}``, ``int8-crt-auto``), ``d <= 5``.
 
 Private; imported only when a CuPy state meets a gate of at most :data:`MAX_QUBITS` qubits. The
 GEMM path of a state-vector gate makes many passes over the state (a transposing copy, the
@@ -16,13 +16,14 @@ Two kernels:
   amplitude with N moduli and L digits of P: about ``2 N (NPIECE + 3 + 2 * 2**d)`` FP32 operations
   (residues and products) and ``2 N (L + 1)`` FP64 multiply-adds (the CRT sums); the FP64 part
   is the larger one on an H100.
-- ``d = 3, 4``: ``kernels/crt_gate_mma.cu`` on the INT8 tensor cores (``mma.sync`` m16n8k32), a
-  block per tile of 128 (``d = 3``) or 64 amplitude groups, A's residues as ready-made fragments
+- ``d = 3..5``: ``kernels/crt_gate_mma.cu`` on the INT8 tensor cores (``mma.sync`` m16n8k32), a
+  block per tile of 128 (``d = 3``), 64 (``d = 4``) or 32 (``d = 5``: four members a thread in
+  the split, :data:`_SPLIT_MEMBERS`) amplitude groups, A's residues as ready-made fragments
   in shared memory (made once per gate and plan), one INT8 product per modulus, the CRT sums in
   FP64 (``2 (L + 1)`` multiply-adds an amplitude and modulus, the larger part of the work).
   B enters the products in one of two forms:
 
-  - ``d = 4`` (and ``N > 16``): B's residues of every modulus, ``N`` INT8 planes, each made
+  - ``d = 4, 5`` (and ``N > 16``): B's residues of every modulus, ``N`` INT8 planes, each made
     from 12-bit pieces of the scalar (``NPIECE + 4`` FP32 operations a scalar and modulus);
     ``8 N max(2**d, 16)`` INT8 operations an amplitude.
   - ``d = 3`` with ``N <= 16`` (:data:`DIGIT_QUBITS`): B's balanced byte digits, one plane for
@@ -32,6 +33,12 @@ Two kernels:
     the residue form pads its inner dimension 16 to 32) for no residue arithmetic on B at all. At ``d = 4`` this form needs 8 KiB of A a
     modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
     the copy floor against 4.5x).
+
+Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``): 5.2x, 6.5x, 7.0x the copy
+floor at d = 3, 4, 5, bound by the per-amplitude arithmetic (residues of 15 moduli, the CRT sums)
+rather than by memory. At d = 5 that is what the GEMM path took for the same gate padded to 7
+qubits (QV-30's 82 five-qubit blocks: 6.62 s end to end against 6.73 s), but in place: no second
+buffer, no workspace.
 """
 
 from __future__ import annotations
@@ -52,8 +59,10 @@ from .moduli import LIMB_BITS, NORM_FRAC_BITS, crt_constants
 __all__ = ["MAX_QUBITS", "apply"]
 
 #: Largest gate of the one-pass kernels (the tensor-core one keeps the CRT sums of 8 entries a
-#: thread: 8 (L + 1) doubles).
-MAX_QUBITS = 4
+#: thread: 8 (L + 1) doubles; at d = 5 with tiles of 32 columns, A's 15 planes 60 KiB).
+MAX_QUBITS = 5
+#: Members a thread splits where the kernel narrows ``mma_gate.cuh``'s default (``MPT``).
+_SPLIT_MEMBERS = {5: 4}
 #: Largest gate of the CUDA-core kernel (registers: 2 * 2**d * NPIECE pieces, 2**d (L + 1) sums).
 MAX_SCALAR_QUBITS = 2
 #: Bits of the pieces a state scalar's integer is cut into (``crt_gate.cuh``: below 8 pieces,
@@ -184,7 +193,7 @@ def _apply_mma(mod, psi, prep, positions, plan, groups, flag):
     d = len(positions)
     digits = _digits(d, plan)
     kd = (2 << d) * _DIGITS if digits else None
-    nc, _, w = _mma_gate.tile(d, kd)
+    nc, _, w = _mma_gate.tile(d, kd, _SPLIT_MEMBERS.get(d))
     n_mod = plan.num_moduli
     frags = mma_fragments(prep, plan, digits)
     fa = cp.ascontiguousarray(prep.norm_exponents, dtype=cp.int32)
