@@ -60,11 +60,13 @@ def _mma_columns(d: int) -> int:
 
 
 #: Options of ``dense_gate_mma.cu`` per d, the fastest measured on an H200 at N = 30: register
-#: loads one tile ahead at d = 4 and 6 (1.17x, 2.78x the floor; cp.async with 2 or 3 stages:
-#: 1.23-1.58x, 2.96-3.04x), cp.async two stages at d = 5 (1.65x; registers 1.71x); A in shared
-#: memory from d = 5 (at d = 6 without it 3.15-3.6x).
-MMA_OPTIONS: dict = {4: {"ASYNC": 0}, 5: {"STAGES": 2, "A_SMEM": 1}, 6: {"ASYNC": 0, "A_SMEM": 1},
-                     7: {"STAGES": 2}}
+#: loads one tile ahead at d = 4..6 (1.17x, 2.78x the floor at d = 4, 6; cp.async with 2 or 3
+#: stages: 1.23-1.58x, 2.96-3.04x); at d = 4, 5 U itself in shared memory (A_SMEM = 2: d = 5
+#: 1.61x random targets / 1.48x highest bits, against 1.74x / 1.64x for M's fragments with
+#: cp.async, 2 stages), at d = 6 M's fragments (A_SMEM = 1: 2.90x / 2.71x; U itself 3.00x /
+#: 2.78x, and with 32 columns a tile, two blocks an SM, 3.06-3.45x; without either 3.15-3.6x).
+MMA_OPTIONS: dict = {4: {"ASYNC": 0, "A_SMEM": 2}, 5: {"ASYNC": 0, "A_SMEM": 2},
+                     6: {"ASYNC": 0, "A_SMEM": 1}, 7: {"STAGES": 2}}
 
 
 def _mma_options(d: int) -> tuple:
@@ -77,7 +79,7 @@ def mma_smem_bytes(d: int) -> int:
     bytes."""
     opts = MMA_OPTIONS.get(d, {})
     nc, r = _mma_columns(d), 2 << d
-    a = r * r * 8 if opts.get("A_SMEM") else 0
+    a = {0: 0, 1: r * r * 8, 2: (r // 2) * (r // 2 + 1) * 16}[opts.get("A_SMEM", 0)]
     stages = opts.get("STAGES", 3) if opts.get("ASYNC", 1) else 1
     return stages * (nc * (r + 4) + nc) * 8 + a
 
@@ -119,7 +121,8 @@ def apply_dense_mma(psi, matrix, positions) -> None:
     smem = mma_smem_bytes(d)
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
-    frags = mma_fragments(cp.ascontiguousarray(matrix, dtype=cp.complex128))
+    u = cp.ascontiguousarray(matrix, dtype=cp.complex128)
+    frags = u if MMA_OPTIONS.get(d, {}).get("A_SMEM") == 2 else mma_fragments(u)
     groups = psi.size >> d
     blocks = int(max(1, min(-(-groups // _mma_columns(d)), 4 * _sms())))
     pos = [int(p) for p in positions] + [0] * (7 - d)

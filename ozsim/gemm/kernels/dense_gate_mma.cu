@@ -15,14 +15,18 @@
 //      mma.sync m8n8k4 f64 (FP64 fused multiply-adds, k in order), M's rows ordered so that m
 //      tile 2j holds the real and m tile 2j + 1 the imaginary rows of members 8j .. 8j + 7, as
 //      ready-made A fragments (ozsim.gemm.native_gate.mma_fragments) in global memory (L1) or,
-//      A_SMEM = 1, copied to shared memory once per block; 8 warps in a WGM x WGN grid, each
-//      with WMT x WNT accumulator tiles;
+//      A_SMEM = 1, copied to shared memory once per block; or, A_SMEM = 2, U itself (complex,
+//      half M's size) in shared memory, rows padded to K + 1 amplitudes: lane (g, t) of k step
+//      ks reads U[i][m], i = 8 j + g, m = 2 ks + t / 2, one 16-byte load for both tiles of the
+//      pair: (Re U, Im U) for t even, (-Im U, Re U) for t odd, M's very entries; 8 warps in a
+//      WGM x WGN grid, each with WMT x WNT accumulator tiles;
 //   3. write: a thread's accumulators of m tiles 2j and 2j + 1 are Re and Im of the same output
 //      amplitudes (member 8j + lane / 4, two columns): stored straight to psi, no staging.
 //
-// Options: -DGATE_QUBITS=d (3..7), -DASYNC, -DSTAGES (default 3), -DA_SMEM, -DNC (columns a
-// tile). Dynamic shared memory: STAGES (NC LD + NC) 8 bytes (one stage with ASYNC = 0), plus
-// R R 8 with A_SMEM (ozsim.gemm.native_gate.mma_smem_bytes). Measured per d on an H200
+// Options: -DGATE_QUBITS=d (3..7), -DASYNC, -DSTAGES (default 3), -DA_SMEM (0, 1, 2), -DNC
+// (columns a tile). Dynamic shared memory: STAGES (NC LD + NC) 8 bytes (one stage with ASYNC =
+// 0), plus R R 8 with A_SMEM = 1, K (K + 1) 16 with A_SMEM = 2
+// (ozsim.gemm.native_gate.mma_smem_bytes). Measured per d on an H200
 // (benchmarks/RESULTS.md): the options ozsim.gemm.native_gate.MMA_OPTIONS gives.
 
 #ifndef GATE_QUBITS
@@ -128,7 +132,11 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
     __shared__ long long moff[K];
     const int pos[7] = {p0, p1, p2, p3, p4, p5, p6};
     for (int c = threadIdx.x; c < K; c += THREADS) moff[c] = member_offset(c, pos);
-#if A_SMEM
+#if A_SMEM == 2
+    double2* uc = (double2*)(smem + STAGES * (NC * LD + NC));   // U, rows of K + 1
+    for (int i = threadIdx.x; i < K * K; i += THREADS)
+        uc[(i / K) * (K + 1) + i % K] = ((const double2*)afrag)[i];
+#elif A_SMEM
     double* as = smem + STAGES * (NC * LD + NC);               // A's fragments, R x R
     for (int i = threadIdx.x; i < R * R; i += THREADS) as[i] = afrag[i];
     const double* abase = as;
@@ -143,7 +151,13 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wm = warp / WGN, wn = warp % WGN;
     const long long tiles = (groups + NC - 1) / NC;
+#if A_SMEM == 2
+    // the lane's row of U for pair p of its m tiles: i = 8 (wm WMT / 2 + p) + g; odd t: (-Im, Re)
+    const double2* up = uc + (8 * (wm * WMT / 2) + (lane >> 2)) * (K + 1) + ((lane & 3) >> 1);
+    const bool odd = lane & 1;
+#else
     const double* ap = abase + (long long)(wm * WMT) * KST * 32 + lane;
+#endif
     const int boff = ((wn * WNT) * 8 + (lane >> 2)) * LD + (lane & 3);
 
 #if ASYNC
@@ -191,6 +205,14 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
 #pragma unroll 4
         for (int ks = 0; ks < KST; ++ks) {
             double a[WMT], b[WNT];
+#if A_SMEM == 2
+#pragma unroll
+            for (int mi = 0; mi < WMT; mi += 2) {
+                const double2 u = up[(mi / 2) * 8 * (K + 1) + 2 * ks];
+                a[mi] = odd ? -u.y : u.x;
+                a[mi + 1] = odd ? u.x : u.y;
+            }
+#else
 #pragma unroll
             for (int mi = 0; mi < WMT; ++mi) {
 #if A_SMEM
@@ -199,6 +221,7 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
                 a[mi] = __ldg(ap + (mi * KST + ks) * 32);
 #endif
             }
+#endif
 #pragma unroll
             for (int ni = 0; ni < WNT; ++ni) b[ni] = bp[ni * 8 * LD + ks * 4];
 #pragma unroll
