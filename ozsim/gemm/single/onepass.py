@@ -2,18 +2,19 @@
 ``d <= 5`` qubits on a complex64 state, in place, on CUDA cores (private; imports CuPy).
 
 A state-vector gate is a product with ``k = 2**d`` terms a sum. On the tensor cores (the GEMM
-path, :mod:`ozsim.gemm.single.cuda`) each such sum is rounded toward zero in FP32, and at
-``k <= 16`` it is one MMA step: every gate leaves a bias of about half a unit in the last place
-in each amplitude, of the amplitude's sign, that adds up gate after gate (H200, brickwork on
-N = 24: 4-5x native CGEMM's error after fusion). The words here are the same as the GEMM path's
+path, :mod:`ozsim.gemm.single.cuda`) each such sum is rounded toward zero in FP32, at
+``k <= 32`` in one to four MMA steps: every gate leaves a bias of about half a unit in the last
+place in each amplitude, of the amplitude's sign, that adds up gate after gate (H200, brickwork
+on N = 24: 3-6.5x native CGEMM's error). The words here are the same as the GEMM path's
 (the gate split once per gate on the device by :mod:`ozsim.gemm.single.rounding`, the state's
 amplitudes split in registers), every word product is exact in FP32, and every sum rounds to
 nearest, as the papers' FP32 accumulators assume ([TF32] Sec. 3-4, [LE-GEMM] Sec. 3): the
 schemes' own arithmetic (``kernels/dense_gate.cu``, ``WORDS`` = 1, 2, has the details), one read
 and one write of the state a gate, no workspace. Measured on an H200 (N = 30, complex64 copy
-floor 4.08 ms, targets on high / low bits): ``tf32x3`` 1.6x / 2.3x the floor at d = 1, 2.5x /
-3.4x at d = 3, 3.9x / 6.1x at d = 4, where the same gate through the tensor cores' GEMM path
-takes 17x; at d = 4..5 the FP32 units bind (``12 * 2**d`` fused multiply-adds an amplitude).
+floor 4.07 ms, targets on high / low bits): ``tf32x3`` 1.8x / 2.4x the floor at d = 1, 2.7x /
+3.6x at d = 3, 4.1x / 6.2x at d = 4, 7.8x / 8.1x at d = 5, where the same gate through the
+tensor cores' GEMM path takes 14-17x; from d = 4 the FP32 units bind (``12 * 2**d`` fused
+multiply-adds an amplitude, 3x cgemm's). ``benchmarks/RESULTS.md``, section 5.
 
 References:
     [TF32] P. Valero-Lara, F. Liu, J. S. Vetter, I. Jorquera, SC-W '23, pp. 179-186.
