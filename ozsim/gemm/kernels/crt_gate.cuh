@@ -51,11 +51,27 @@ __device__ __forceinline__ float rem32(float x, float p, float ip)
     return fmaf(-q, p, x);  // exact: integers below 2**24
 }
 
+#ifndef INT_PIECES
+#define INT_PIECES 0  // 1 where gB <= 62: v fits an INT64 (scalar_pieces)
+#endif
+
 // v = rnd(y) (rint, or trunc without ROUND: the one rounding of the scheme) cut exactly into
 // NPIECE pieces of PBITS bits by truncation (|h_i| < 2**12, all of v's sign; |v| <= 2**gB <
-// 2**(12 NPIECE))
+// 2**(12 NPIECE)): with INT_PIECES the base-2**12 digits of |v| by integer shifts, each made a
+// float by the 2**23 trick, signed as v (one conversion a scalar); else in FP64 (two
+// conversions and two FP64 operations a piece). The same pieces either way.
 __device__ __forceinline__ void scalar_pieces(double y, float (&h)[NPIECE])
 {
+#if INT_PIECES
+    const long long vi = ROUND ? __double2ll_rn(y) : __double2ll_rz(y);
+    const unsigned long long a = vi < 0 ? 0ull - (unsigned long long)vi : (unsigned long long)vi;
+#pragma unroll
+    for (int i = 0; i < NPIECE; ++i) {
+        const float p = __int_as_float(0x4B000000 | (int)((a >> (PBITS * i)) & 0xFFFu)) - 0x1p23f;
+        h[i] = vi < 0 ? -p : p;
+    }
+    return;
+#endif
     double v = ROUND ? rint(y) : trunc(y);
 #pragma unroll
     for (int i = NPIECE - 1; i > 0; --i) {

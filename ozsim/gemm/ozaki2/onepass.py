@@ -96,12 +96,14 @@ def _digits(d: int, plan) -> bool:
 
 
 @functools.cache  # (the constant tables are uploaded once per module)
-def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool, device: int):
+def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool, device: int,
+            int_pieces: bool = False):
     const = crt_constants(num_moduli)
     mod = raw_module(_MMA_SOURCE if d > MAX_SCALAR_QUBITS else _SOURCE, (
         "-std=c++17", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
         f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}", f"-DNPIECE={npieces}",
-        f"-DDIGITS={int(digits)}", f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}"))
+        f"-DDIGITS={int(digits)}", f"-DINT_PIECES={int(int_pieces)}",
+        f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}"))
     p = np.array(const.moduli, dtype=np.float32)
     w = np.array([[((1 << (_PIECE_BITS * i)) % m + m // 2) % m - m // 2 for i in range(npieces)]
                   for m in const.moduli], dtype=np.float32)  # symmetric 2**(12 i) mod p
@@ -137,7 +139,7 @@ def apply(psi, prep, positions, plan) -> None:
     d = len(positions)
     n_mod = plan.num_moduli
     mod = _module(d, n_mod, plan.rounding, _num_pieces(plan.bits_b), _digits(d, plan),
-                  cp.cuda.Device().id)
+                  cp.cuda.Device().id, plan.bits_b <= _DIGIT_MAX_BITS)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
     if d > MAX_SCALAR_QUBITS:
