@@ -35,8 +35,9 @@ Two kernels:
     the copy floor against 4.5x).
 
 Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``): 5.2x, 6.5x, 7.0x the copy
-floor at d = 3, 4, 5, bound by the per-amplitude arithmetic (residues of 15 moduli, the CRT sums)
-rather than by memory. At d = 5 the GEMM path took the same gate padded to 7 qubits at 10.9x,
+floor at d = 3, 4, 5, then 6.2-6.3x and 6.6-6.8x at d = 4, 5 with B's pieces by integer shifts
+(``crt_gate.cuh``, INT_PIECES, where ``gB <= 62``): bound by the per-amplitude arithmetic
+(residues of 15 moduli, the CRT sums) rather than by memory. At d = 5 the GEMM path took the same gate padded to 7 qubits at 10.9x,
 with a second buffer; in one pass, fusion takes QV-30 in 120 blocks of up to 5 qubits instead of
 154 of up to 4: 6.6-6.7 s end to end against 7.95 s.
 """
