@@ -9,7 +9,8 @@ gate and write it back in place: one read and one write of the state, no second 
 - ``d <= 3``: :func:`apply_dense_cuda_cores` (``kernels/dense_gate.cu``), FP64 fused
   multiply-adds on CUDA cores, a thread per group, the gate in constant memory; where a target
   is among the 5 lowest bits, the block's amplitudes pass through shared memory so that loads
-  and stores stay coalesced (``dense_gate_low``; the same sums, the same bits);
+  and stores stay coalesced (``dense_gate_low``; the same sums, the same bits), except at
+  d = 3, where the tensor-core kernel below takes such gates;
 - ``4 <= d <= 6``: :func:`apply_dense_mma` (``kernels/dense_gate_mma.cu``), FP64 tensor-core
   products (``mma.sync m8n8k4 f64``) on tiles of 32 or 64 groups staged in shared memory: at
   ``8 * 2**d`` flops an amplitude the CUDA cores fall behind the memory from d = 4 on.
@@ -60,13 +61,14 @@ def _mma_columns(d: int) -> int:
 
 
 #: Options of ``dense_gate_mma.cu`` per d, the fastest measured on an H200 at N = 30: register
-#: loads one tile ahead at d = 4..6 (1.17x, 2.78x the floor at d = 4, 6; cp.async with 2 or 3
-#: stages: 1.23-1.58x, 2.96-3.04x); at d = 4, 5 U itself in shared memory (A_SMEM = 2: d = 5
+#: loads one tile ahead at d = 3..6 (1.17x, 2.78x the floor at d = 4, 6; cp.async with 2 or 3
+#: stages: 1.23-1.58x, 2.96-3.04x); at d = 3..5 U itself in shared memory (A_SMEM = 2: d = 3 with
+#: low targets 1.10-1.16x against 1.29-1.59x for M's fragments with cp.async, 3 stages; d = 5
 #: 1.61x random targets / 1.48x highest bits, against 1.74x / 1.64x for M's fragments with
 #: cp.async, 2 stages), at d = 6 M's fragments (A_SMEM = 1: 2.90x / 2.71x; U itself 3.00x /
 #: 2.78x, and with 32 columns a tile, two blocks an SM, 3.06-3.45x; without either 3.15-3.6x).
-MMA_OPTIONS: dict = {4: {"ASYNC": 0, "A_SMEM": 2}, 5: {"ASYNC": 0, "A_SMEM": 2},
-                     6: {"ASYNC": 0, "A_SMEM": 1}, 7: {"STAGES": 2}}
+MMA_OPTIONS: dict = {3: {"ASYNC": 0, "A_SMEM": 2}, 4: {"ASYNC": 0, "A_SMEM": 2},
+                     5: {"ASYNC": 0, "A_SMEM": 2}, 6: {"ASYNC": 0, "A_SMEM": 1}, 7: {"STAGES": 2}}
 
 
 def _mma_options(d: int) -> tuple:
@@ -147,9 +149,10 @@ def apply_dense(psi, matrix, positions) -> None:
     """``psi <- U psi`` on the target qubits at ``positions``, in place, in one pass: the
     CUDA-core kernel below d = :data:`MMA_FROM`, the tensor-core kernel from there (where the
     device has FP64 tensor cores and the shared memory it needs; else the CUDA-core one), and
-    at d = 3 also where a target is among the 3 lowest bits (H200, N = 30: 1.27-1.28x the copy
-    floor against the CUDA-core kernel's 1.41-1.42x; with the targets higher the CUDA cores
-    win, 1.03x against 1.59x).
+    at d = 3 also where a target is among the 5 lowest bits (H200, N = 30, U in shared memory:
+    1.10-1.16x the copy floor for 9 of 10 such placements, 1.30x for bit 0 with the two
+    highest, against the CUDA-core kernel's 1.41-1.65x; with the targets higher the CUDA cores
+    win, 1.03x against 1.14x).
 
     Args:
         psi: ``(2**n,)`` complex128 CuPy array, C-contiguous (the state in the engine's buffer
@@ -163,7 +166,10 @@ def apply_dense(psi, matrix, positions) -> None:
             not match.
     """
     d = len(positions)
-    low = d == 3 and min(positions) < 3  # (the tensor-core kernel's tiles: 1.28x against 1.41x)
+    # 3 qubits with a target among the 5 lowest bits: the tensor-core kernel (H200, N = 30,
+    # U in shared memory: 1.10-1.16x the floor against 1.41-1.54x for the CUDA cores' staged
+    # variant; on high bits the CUDA cores' 1.03x)
+    low = d == 3 and min(positions) < 5
     if ((MMA_FROM <= d <= MAX_QUBITS or low) and psi.dtype == cp.complex128
             and _mma_fits(d)):
         apply_dense_mma(psi, matrix, positions)
