@@ -66,7 +66,7 @@ MORE_OPTIONS = {
     "gemm/kernels/crt_gate_mma.cu": [["-std=c++17", *_CRT, "-DGATE_QUBITS=3", "-DNMOD=15",
                                       "-DNLIMB=3", "-DDIGITS=1"],
                                      ["-std=c++17", *_CRT, "-DGATE_QUBITS=5", "-DNMOD=15",
-                                      "-DNLIMB=3"]],
+                                      "-DNLIMB=3", "-DMPT=4"]],
     "gemm/kernels/dense_gate_mma.cu": [["-std=c++17", "-DGATE_QUBITS=5", "-DASYNC=0",
                                         "-DA_SMEM=2"]],
 }

@@ -19,15 +19,13 @@
 //      rounding (crt_finish), ldexp by fA[row] + f - (gA + gB), written back in place.
 // Same bits as the CPU path. NaN or Inf in a column sets *flag and leaves the column as it was.
 //
-// Options: -DGATE_QUBITS=d (3..5; at d = 5 the split takes 4 members a thread, so that a tile is
-// 32 columns and the CRT sums stay at 8 entries a thread) -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1
+// Options: -DGATE_QUBITS=d (3..5; at d = 5 also -DMPT=4, ozsim.gemm.ozaki2.onepass: the split
+// takes 4 members a thread, so that a tile is 32 columns and the CRT sums stay at 8 entries a
+// thread) -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1
 // -DNPIECE=ceil((gB + 1) / 12) and the scheme's constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli). Shared memory (dynamic): A's
 // fragments, NMOD * A_STRIDE * 16 bytes, and B's residues, NMOD * NC * W * 4 bytes.
 
 #include "crt_gate.cuh"
-#if D == 5 && !defined(MPT)
-#define MPT 4  // 8 threads a column, NC = 32 columns a tile: the CRT sums of 8 entries a thread
-#endif
 #ifndef DIGITS
 #define DIGITS 0
 #endif
@@ -42,7 +40,7 @@
 constexpr int kSplitUnroll = SPLIT_UNROLL;
 
 #if WMT * WNT > 2
-#error "crt_gate_mma.cu keeps the CRT sums of 8 entries a thread (d <= 5, MPT = 4 at d = 5)"
+#error "crt_gate_mma.cu keeps the CRT sums of 8 entries a thread (d <= 5; at d = 5 -DMPT=4)"
 #endif
 
 // The column's norm exponent f (ozaki2.norm_exponents) from its exponent e: the exact sum of the

@@ -62,7 +62,8 @@ __all__ = ["MAX_QUBITS", "apply"]
 #: Largest gate of the one-pass kernels (the tensor-core one keeps the CRT sums of 8 entries a
 #: thread: 8 (L + 1) doubles; at d = 5 with tiles of 32 columns, A's 15 planes 60 KiB).
 MAX_QUBITS = 5
-#: Members a thread splits where the kernel narrows ``mma_gate.cuh``'s default (``MPT``).
+#: Members a thread splits where ``crt_gate_mma.cu`` narrows ``mma_gate.cuh``'s default: its
+#: ``-DMPT`` and the tile shape of :func:`ozsim.gemm._mma_gate.tile`, from here alone.
 _SPLIT_MEMBERS = {5: 4}
 #: Largest gate of the CUDA-core kernel (registers: 2 * 2**d * NPIECE pieces, 2**d (L + 1) sums).
 MAX_SCALAR_QUBITS = 2
@@ -104,7 +105,8 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
         "-std=c++17", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
         f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}", f"-DNPIECE={npieces}",
         f"-DDIGITS={int(digits)}", f"-DINT_PIECES={int(int_pieces)}",
-        f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}"))
+        f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}")
+        + ((f"-DMPT={_SPLIT_MEMBERS[d]}",) if d in _SPLIT_MEMBERS else ()))
     p = np.array(const.moduli, dtype=np.float32)
     w = np.array([[((1 << (_PIECE_BITS * i)) % m + m // 2) % m - m // 2 for i in range(npieces)]
                   for m in const.moduli], dtype=np.float32)  # symmetric 2**(12 i) mod p
