@@ -21,6 +21,10 @@
 //      exact, so the fused multiply-add rounds as the CPU's add does), then ldexp(acc, eA[row] +
 //      e), written back in place.
 // A's fragments come from shared memory (ld.shared.v4), B's by ldmatrix.x4 (two n tiles a load).
+// The products' i loop is unrolled, and at d <= 4, S <= 10 the t loop as well (UNROLL: every
+// address an immediate offset; with two blocks an SM, 128 registers a thread): the loop's
+// addressing and counters were half the kernel's instructions (H200, N = 30, S = 8: 3.1-3.2x
+// the copy floor rolled, 2.2x unrolled; at d = 5, 6 the unrolled code spills).
 // Rows of the embedding are ordered so that one mma tile's rows 0..7 are the real parts and rows
 // 8..15 the imaginary parts of the same 8 members: a thread's accumulator fragment holds both
 // parts of 2 output amplitudes, written straight to psi (no staging).
@@ -30,7 +34,8 @@
 // losses 0..7 (most scalars of a state) are counted in registers, the rest by shared atomics.
 // NaN or Inf in a column sets *flag and leaves the column as it was.
 //
-// Options: -DGATE_QUBITS=d (3..6) -DSPLITS=s (3..18); BITS = 7 (bits_per_slice(2**d)).
+// Options: -DGATE_QUBITS=d (3..6) -DSPLITS=s (3..18); BITS = 7 (bits_per_slice(2**d)); UNROLL,
+// MIN_BLOCKS, PREFETCH default as below.
 // Shared memory (dynamic): B's slices, S * NC * W * 4 bytes, and at d <= 5 A's fragments, S *
 // A_STRIDE * 16 bytes, copied once per block (ozsim.gemm.ozaki1.onepass.mma_smem_bytes).
 
@@ -47,7 +52,6 @@
 #define MAXD 2200
 #include "mma_gate.cuh"
 #define A_SMEM (D <= 5)                // A's fragments in shared memory (d = 6: from L1/L2)
-#define NACC (WMT * WNT <= 4 ? 2 : 1)  // INT32 accumulator sets (independent mma chains)
 #define RMAGIC 6755399441055744.0  // 1.5 * 2**52: (y + RMAGIC) - RMAGIC = rint(y), |y| < 2**51
 
 // 1.5 * 2**(52 - BITS j): y = r + it rounds r to a multiple of 2**(-BITS j) (ties to even), and
@@ -63,12 +67,39 @@ __device__ __forceinline__ double slice_limit(int j)
     return (double)((1 << BITS) - 1) * __longlong_as_double((long long)(1023 - BITS * j) << 52);
 }
 
+// A's fragment f (uint4) of the lane: at a_base + 16 f in shared memory (A_SMEM), else
+// a_frag[a_base + f] in global memory
+__device__ __forceinline__ uint4 a_fragment(const uint4* __restrict__ a_frag, unsigned a_base, int f)
+{
+#if A_SMEM
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(a_base + 16u * f));
+    return v;
+#else
+    return __ldg(a_frag + a_base + f);
+#endif
+}
+
+// x, opaque to the compiler: addresses derived from it are formed where they are used, not
+// hoisted out of the tile loop (the unrolled products would hold every slice's address live)
+__device__ __forceinline__ unsigned opaque(unsigned x)
+{
+    asm volatile("mov.b32 %0, %0;" : "+r"(x));
+    return x;
+}
+
 #ifndef PREFETCH
 #define PREFETCH (MPT <= 4)  // (d <= 4; at d = 5 the registers it holds cost more than it hides)
 #endif
 
-#ifndef MIN_BLOCKS  // blocks an SM the registers must allow: d <= 4 80 a thread, d = 5 128
-#define MIN_BLOCKS (D <= 4 ? 3 : D == 5 ? 2 : 1)
+#ifndef UNROLL  // the products' t loop unrolled as well as the i loop: at d <= 4 and S <= 10
+#define UNROLL (D <= 4 && S <= 10)  // (beyond, the unrolled code spills registers)
+#endif
+
+#ifndef MIN_BLOCKS  // blocks an SM the registers must allow: 80 a thread (d <= 4 rolled), 128
+#define MIN_BLOCKS (UNROLL ? 2 : D <= 4 ? 3 : D == 5 ? 2 : 1)
 #endif
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -79,10 +110,7 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
     extern __shared__ uint4 smem[];  // [A's fragments (A_SMEM)][B's slices [S][NC][W] words]
     unsigned* b_slices = reinterpret_cast<unsigned*>(smem + (A_SMEM ? S * A_STRIDE : 0));
 #if A_SMEM
-    const uint4* a_sm = smem;
     for (int i = threadIdx.x; i < S * A_STRIDE; i += THREADS) smem[i] = __ldg(a_frag + i);
-#else
-    const uint4* a_sm = a_frag;
 #endif
     __shared__ long long moff[K], col_base[NC];
     __shared__ int col_e[NC];
@@ -95,6 +123,11 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
     const int wm = warp % WGM, wn = warp / WGM;  // the warp's place in the output tile
     const int g = lane >> 2, tq = lane & 3;      // mma fragment coordinates
     const int a_lane = wm * WMT * KS * 32 + lane;  // the lane's A fragment (uint4) of slice 1
+#if A_SMEM  // (its shared-memory address, else its index in a_frag)
+    const unsigned a_base = (unsigned)__cvta_generic_to_shared(smem) + 16u * a_lane;
+#else
+    const unsigned a_base = a_lane;
+#endif
     const unsigned b_lane = ldmatrix_lane(b_slices, wn, lane);  // in B's slice 1
     const long long tiles = (groups + NC - 1) / NC;
     __syncthreads();
@@ -169,47 +202,46 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
         const long long next = tile + gridDim.x;
         if (next < tiles) fetch(psi, next * NC + scol, groups, sorted, sq, moff, x, base);
 #endif
-        // 2.-3. the grouped slice products and their FP64 accumulation; at d <= 5 two INT32
-        // accumulators (odd and even i, summed exactly at the end) double the independent mma
-        // chains of a warp
+        // 2.-3. the grouped slice products and their FP64 accumulation. The i loop is unrolled
+        // (each slice's address an immediate offset, the guard uniform); with UNROLL the t loop
+        // too, so the guards and the accumulation's first step are resolved at compile time.
         double acc[WMT][WNT][4];
+#if UNROLL
+#pragma unroll
+#else
 #pragma unroll 1
+#endif
         for (int t = S + 1; t >= 2; --t) {
-            int p[NACC][WMT][WNT][4];
+            int p[WMT][WNT][4];
 #pragma unroll
-            for (int h = 0; h < NACC; ++h)
+            for (int mi = 0; mi < WMT; ++mi)
 #pragma unroll
-                for (int mi = 0; mi < WMT; ++mi)
+                for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
-                    for (int ni = 0; ni < WNT; ++ni)
+                    for (int v = 0; v < 4; ++v) p[mi][ni][v] = 0;
+            // B's slice t - i - 1 (0-based) sits at b_t - (i - 1) planes: an immediate offset
+            const unsigned b_t = opaque(b_lane) + (unsigned)((t - 2) * NC * W * 4);
+            const unsigned a_t = opaque(a_base);
 #pragma unroll
-                        for (int v = 0; v < 4; ++v) p[h][mi][ni][v] = 0;
-#pragma unroll 1
-            for (int i = 1; i < t; i += NACC) {
-                const bool two = NACC == 2 && i + 1 < t;  // (uniform) a second product this round
+            for (int i = 1; i <= S; ++i) {
+                if (i < t) {  // (uniform; resolved at compile time with UNROLL)
 #pragma unroll
-                for (int ks = 0; ks < KS; ++ks) {
-                    uint4 a[NACC][WMT];
-                    unsigned b[NACC][WNT][2];
+                    for (int ks = 0; ks < KS; ++ks) {
+                        uint4 a[WMT];
+                        unsigned b[WNT][2];
 #pragma unroll
-                    for (int h = 0; h < NACC; ++h) {
-                        const int ih = two ? i + h : i;  // (a repeat of the first when alone)
-                        const uint4* af = a_sm + a_lane + (ih - 1) * A_STRIDE;
-#pragma unroll
-                        for (int mi = 0; mi < WMT; ++mi) a[h][mi] = af[(mi * KS + ks) * 32];
-                        const unsigned bs = b_lane + (unsigned)((t - ih - 1) * NC * W * 4 + ks * 32);
+                        for (int mi = 0; mi < WMT; ++mi)
+                            a[mi] = a_fragment(a_frag, a_t, (i - 1) * A_STRIDE + (mi * KS + ks) * 32);
+                        const unsigned bs = b_t - (unsigned)((i - 1) * NC * W * 4) + ks * 32;
 #pragma unroll
                         for (int ni = 0; ni < WNT; ni += 2)  // two n tiles' fragments a load
-                            ldmatrix_x4(bs + ni * 8 * W * 4, b[h][ni][0], b[h][ni][1],
-                                        b[h][ni + 1][0], b[h][ni + 1][1]);
+                            ldmatrix_x4(bs + ni * 8 * W * 4, b[ni][0], b[ni][1], b[ni + 1][0],
+                                        b[ni + 1][1]);
+#pragma unroll
+                        for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+                            for (int mi = 0; mi < WMT; ++mi) mma_s8(p[mi][ni], a[mi], b[ni][0], b[ni][1]);
                     }
-#pragma unroll
-                    for (int ni = 0; ni < WNT; ++ni)
-#pragma unroll
-                        for (int mi = 0; mi < WMT; ++mi) {
-                            mma_s8(p[0][mi][ni], a[0][mi], b[0][ni][0], b[0][ni][1]);
-                            if (two) mma_s8(p[NACC - 1][mi][ni], a[NACC - 1][mi], b[NACC - 1][ni][0], b[NACC - 1][ni][1]);
-                        }
                 }
             }
             const double w = __longlong_as_double((long long)(1023 - t * BITS) << 52);
@@ -219,11 +251,25 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
                 for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
                     for (int v = 0; v < 4; ++v) {
-                        const double pv = small_to_double(p[0][mi][ni][v] + (NACC == 2 ? p[NACC - 1][mi][ni][v] : 0));  // exact
+                        const double pv = small_to_double(p[mi][ni][v]);  // exact
                         acc[mi][ni][v] = (t == S + 1) ? pv * w : fma(pv, w, acc[mi][ni][v]);
                     }
         }
-        // write back (out_member, out_column)
+        // write back (out_member, out_column): acc 2**(eA[member] + e[column]), a multiplication
+        // by a normal power of two wherever the warp's exponents allow (scale2 otherwise)
+        bool normal = true;
+#pragma unroll
+        for (int mi = 0; mi < WMT; ++mi) {
+            const int ea = __ldg(a_exp + out_member(wm, mi, g));
+#pragma unroll
+            for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int eb = col_e[out_column(wn, ni, tq, h)];
+                    normal = normal && (eb == NOT_FINITE || (ea + eb >= -1022 && ea + eb <= 1023));
+                }
+        }
+        const bool fast = __all_sync(0xffffffffu, normal);
 #pragma unroll
         for (int mi = 0; mi < WMT; ++mi) {
             const int member = out_member(wm, mi, g);
@@ -237,8 +283,14 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
                     const int eb = col_e[col];
                     if (eb == NOT_FINITE) continue;
                     const int sh = ea + eb;
-                    psi[col_base[col] + off] =
-                        make_double2(scale2(acc[mi][ni][h], sh), scale2(acc[mi][ni][2 + h], sh));
+                    double2 out;
+                    if (fast) {
+                        const double f = __hiloint2double((sh + 1023) << 20, 0);
+                        out = make_double2(acc[mi][ni][h] * f, acc[mi][ni][2 + h] * f);
+                    } else {
+                        out = make_double2(scale2(acc[mi][ni][h], sh), scale2(acc[mi][ni][2 + h], sh));
+                    }
+                    psi[col_base[col] + off] = out;
                 }
         }
         __syncthreads();  // the next tile's split overwrites the slices and the column tables
