@@ -11,6 +11,10 @@ Usage:
     python benchmarks/qv_bench.py --qubits 12 --depth 12 --device cpu
     python benchmarks/qv_bench.py --qubits 30 --depth 10 --brickwork 6 --backends zgemm,auto:T=0
 
+A backend name ending in ``-gemm`` (``zgemm-gemm``) runs with ``Simulator(one_pass=False)``: every
+gate through the GEMM path (cuBLAS ZGEMM for zgemm), fusion planned for it: the native baseline.
+``name@m`` (``zgemm-gemm@6``) caps fusion at m qubits instead of the cost model's choice.
+
 Writes ``benchmarks/results/qv_bench-<device>-<date>.json`` (``--json`` overrides).
 """
 
@@ -90,8 +94,11 @@ def main(argv=None) -> int:
     device = gpu_name() if args.device == "gpu" else "cpu"
     rows, ref = [], None
     for spec in args.backends.split(","):
-        name, _, t = spec.partition(":T=")
-        sim = Simulator(backend=name, T=float(t or 1), device=args.device)
+        spec_t, _, cap = spec.partition("@")  # name[:T=t][@m]: blocks of at most m qubits
+        name, _, t = spec_t.partition(":T=")
+        gemm_path = name.endswith("-gemm")  # e.g. zgemm-gemm: the cuBLAS ZGEMM path throughout
+        sim = Simulator(backend=name.removesuffix("-gemm"), T=float(t or 1), device=args.device,
+                        one_pass=not gemm_path, max_fused_qubits=int(cap) if cap else None)
         sim.run(circuit if circuit.num_qubits <= 20 else warmup)  # compile, warm up
         t0 = time.perf_counter()
         res = sim.run(circuit)

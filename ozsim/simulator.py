@@ -478,6 +478,13 @@ class Simulator:
             ``2**(N-g)`` amplitudes on its own CPU or GPU; every rank calls :meth:`run`, and
             rank 0's :class:`Result` holds the gathered state and the counts (the others' hold
             the counts). ``None`` (default) or a one-rank communicator: one process.
+        one_pass: ``True`` (default): gates that a backend's one-pass kernel covers run through
+            it, in place (one read and one write of the state). ``False``: every gate through
+            the GEMM path (for ``zgemm`` on a GPU, cuBLAS ZGEMM on the state viewed as a
+            matrix, after a transposing copy where the targets are not the leading qubits),
+            with fusion planned from that path's costs: the baseline the one-pass kernels are
+            measured against (``benchmarks/qv_bench.py``'s ``zgemm-gemm``). A named backend and
+            one process only.
 
     Example:
         >>> from ozsim import Simulator
@@ -495,6 +502,7 @@ class Simulator:
     gate_cache: GateCache = field(default_factory=GateCache, repr=False, compare=False)
     precision: str = "double"
     comm: object = field(default=None, repr=False, compare=False)
+    one_pass: bool = True
 
     def __post_init__(self):
         """Check every argument; TypeError or ValueError naming it and what is allowed."""
@@ -541,6 +549,11 @@ class Simulator:
         if self.comm is not None and not hasattr(self.comm, "Get_size"):
             raise TypeError(f"comm must be an mpi4py communicator or None, got "
                             f"{type(self.comm).__name__}")
+        if not isinstance(self.one_pass, bool):
+            raise TypeError(f"one_pass must be True or False, got {self.one_pass!r}")
+        if not self.one_pass and (is_auto(self.backend) or self.comm is not None):
+            raise ValueError("one_pass=False (every gate through the GEMM path) needs a named "
+                             "backend such as 'zgemm' and one process, not backend='auto' or comm")
 
     def _fixed_backend(self) -> str:
         """The backend every block runs through when no :class:`~ozsim.auto.AutoPlan` chooses
@@ -637,13 +650,15 @@ class Simulator:
             model, calibrated = auto, auto.table != "registry defaults"
         else:
             model, calibrated = cost_model(device, self._fixed_backend(), precision=prec)
+            if not self.one_pass:  # fusion sees the GEMM path's cost at every block size
+                model = replace(model, one_pass_qubits=0)
         local_qubits = circ.num_qubits  # (a rank's shard in a distributed run)
         if comm is not None:
             from .distributed import global_bits
 
             local_qubits -= global_bits(comm)
         limit, why = self.max_fused_qubits, None
-        if (limit is None and xp is not np
+        if (limit is None and xp is not np and self.one_pass
                 and 2 * state_bytes(local_qubits, prec) > available_memory_bytes(xp)):
             # two state buffers do not fit: blocks that run in place (one-pass kernels) only
             cap = in_place_limit(self._fixed_backend() if auto is None else auto, device,
@@ -673,7 +688,9 @@ class Simulator:
         try:
             if comm is None:
                 sv = StateVector(circ.num_qubits, xp, self.workspace_bytes,
-                                 in_place=(first, largest), precision=prec)
+                                 in_place=(first, largest) if self.one_pass else None,
+                                 precision=prec)
+                sv.one_pass = self.one_pass
             else:
                 sv = _distributed_state(circ, ops, mode, comm, xp, self.workspace_bytes,
                                         (first, largest), prec)

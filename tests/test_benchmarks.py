@@ -42,3 +42,19 @@ def test_single_bench_cpu_mode_writes_its_table_and_json(tmp_path):
         assert r["n"] == 64 and r["ms"] > 0 and r["x_cgemm"] > 0
         assert 0 < r["normwise_err"] < 1e-5  # FP32-level against the complex128 product
         assert 0 < r["x_cgemm_err"] < 5
+
+
+def test_qv_bench_cpu_brickwork_with_the_gemm_path_baseline(tmp_path):
+    out = tmp_path / "qv.json"
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "qv_bench.py"), "--device", "cpu", "--qubits", "8",
+         "--depth", "3", "--brickwork", "2", "--backends", "zgemm,zgemm-gemm,int8-auto:T=1@3",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=300, check=True)
+    assert "zgemm-gemm" in res.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["backend"] for r in rows] == ["zgemm", "zgemm-gemm", "int8-auto:T=1@3"]
+    assert max(map(int, rows[2]["blocks"])) <= 3
+    for r in rows[1:]:
+        assert r["seconds"] > 0 and r["N"] == 8
+        assert 0 <= r["max_abs_diff_vs_first"] < 1e-12  # the same state, whichever path

@@ -329,6 +329,9 @@ def test_nonfinite_qiskit_parameter_names_the_instruction():
         ({"backend": "fp8"}, ValueError, r"unknown backend 'fp8'"),
         ({"device": "tpu"}, ValueError, r"device must be one of auto, cpu, gpu; got 'tpu'"),
         ({"device": None}, ValueError, r"device must be one of auto, cpu, gpu; got None"),
+        ({"one_pass": 0}, TypeError, r"one_pass must be True or False, got 0"),
+        ({"one_pass": False}, ValueError, r"one_pass=False .* needs a named backend"),
+        ({"one_pass": False, "backend": "auto"}, ValueError, r"not backend='auto' or comm"),
     ],
 )
 def test_simulator_arguments_are_checked_at_construction(kwargs, error, message):

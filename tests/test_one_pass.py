@@ -118,8 +118,9 @@ def test_one_pass_kernel_rejects_bad_targets():
             apply_dense(psi, u if len(bad) == 2 else cp.eye(128, dtype=cp.complex128), bad)
 
 
-_SCHEME1 = [("int8x3", 1), ("int8x9", 1), ("int8x18", 1), ("int8-auto", 0), ("int8-auto", 1),
-            ("int8-auto", 4)]
+_SCHEME1 = [("int8x3", 1), ("int8x9", 1), ("int8x10", 1), ("int8x11", 1), ("int8x18", 1),
+            ("int8-auto", 0), ("int8-auto", 1), ("int8-auto", 4)]  # (10 / 11: the last
+# unrolled and the first rolled products loop at d <= 4)
 _SCHEME2 = [("int8-crt2", 1), ("int8-crt3", 1), ("int8-crt8", 1), ("int8-crt14", 1),
             ("int8-crt20", 1), ("int8-crt-auto", 0), ("int8-crt-auto", 3)]
 
@@ -196,6 +197,26 @@ def test_brickwork_of_small_gates_on_the_gpu_is_the_cpu_run(backend):
         else:
             np.testing.assert_array_equal(gpu, cpu)
             assert runs[0].metadata["splits"] == runs[1].metadata["splits"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["int8-auto", "int8-crt-auto", "zgemm"])
+def test_gemm_path_run_is_the_one_pass_run(backend):
+    """Simulator(one_pass=False), the benchmarks' native baseline: the same blocks (fusion fixed)
+    through the GEMM path give the one-pass kernels' state (bitwise for the INT8 schemes)."""
+    cupy_or_skip()
+    from ozsim import Simulator, gates
+
+    circuit = gates.brickwork(12, depth=4, gate_qubits=2, seed=9)
+    runs = [Simulator(backend=backend, T=1 if backend == "int8-auto" else 0, device="gpu",
+                      max_fused_qubits=4, one_pass=flag).run(circuit) for flag in (True, False)]
+    one, gemm = (r.statevector for r in runs)
+    assert runs[0].metadata["fusion"] == runs[1].metadata["fusion"]
+    assert runs[1].metadata["peak_memory_bytes"] > runs[0].metadata["peak_memory_bytes"]
+    if backend == "zgemm":
+        np.testing.assert_allclose(gemm, one, rtol=0, atol=1e-14)
+    else:
+        np.testing.assert_array_equal(gemm, one)
 
 
 @pytest.mark.gpu
