@@ -25,6 +25,9 @@ Two kernels:
 
 ``int8-auto``'s statistics cost one extra read of the state (``int8_gate_stats`` /
 ``int8_gate_mma_stats``: a histogram in shared memory, one atomic add per nonzero scalar).
+
+Measured (H200, N = 30, ``int8-auto`` T = 1, statistics included; ``benchmarks/RESULTS.md``
+section 2): 2.9x the copy floor at d = 3, 4, 3.9x at 5, 6.1x at 6.
 """
 
 from __future__ import annotations
