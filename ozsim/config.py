@@ -48,6 +48,9 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("OZSIM_GATHER", ("1", "0"), "1",
            "scheme II GPU kernels read the state through the gate's qubit permutation for "
            "gates of >= 6 qubits (1) or after a transposing copy (0); same bits"),
+    Switch("OZSIM_PERMUTE", ("1", "0"), "1",
+           "a GPU state vector brings a gate's targets to the front by ozsim's permutation "
+           "kernel, one read and one write (1), or by CuPy's strided copy (0); same bits"),
     Switch("OZSIM_CUBLASLT", ("1", "0"), "1",
            "long-K INT8 GEMMs may use a tuned cuBLASLt algorithm (1) or only cublasGemmEx in "
            "pieces (0); same bits"),

@@ -245,3 +245,26 @@ def test_gpu_workspace_default_is_sized_to_the_device():
     sv = StateVector(20, cp)
     assert (1 << 28) <= sv.workspace_bytes <= (1 << 34)
     assert StateVector(20, cp, workspace_bytes=12345).workspace_bytes == 12345
+
+
+@pytest.mark.parametrize("precision", ["double", "single"])
+def test_gpu_permutation_kernel_is_the_transposition(precision, monkeypatch):
+    """StateVector._permute on the GPU through kernels/permute_state.cu: the same bits as the
+    transposition on the host, for random layouts, targets on the low bits included."""
+    n = 13
+    rng = np.random.default_rng(7)
+    dtype = np.complex128 if precision == "double" else np.complex64
+    src = (rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)).astype(dtype)
+    for trial in range(8):
+        sv = StateVector(n, cp, precision=precision)
+        layout = tuple(int(q) for q in rng.permutation(n))
+        sv._buf[...] = cp.asarray(src)
+        sv.layout = layout
+        front = (layout[-1], layout[-2]) if trial < 2 else tuple(
+            int(q) for q in rng.permutation(n)[: 1 + trial])
+        monkeypatch.setenv("OZSIM_PERMUTE", "1")
+        sv._permute(front)
+        new = sv.layout
+        assert new[: len(front)] == front
+        ref = src.reshape((2,) * n).transpose([layout.index(q) for q in new]).ravel()
+        np.testing.assert_array_equal(cp.asnumpy(sv._buf), ref)

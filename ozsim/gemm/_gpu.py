@@ -14,6 +14,7 @@ operands            :func:`_strides` (element strides), :func:`padded_k` (stored
 INT8 GEMMs          ``cublasGemmEx`` INT8 -> INT32 "TN" products (:func:`_gemm_tn`), in pieces of
                     ``K <= MAX_GEMM_K`` or through cuBLASLt, whichever is faster
                     (:func:`gemm_tn_long`, :func:`cublaslt_gemm_tn`)
+state permutation   :func:`permute_state` (a state vector's qubits reordered in one pass)
 memory              :func:`default_workspace_bytes`
 ==================  ==========================================================================
 
@@ -41,7 +42,8 @@ from .. import config
 from ._cu_source import load_source
 
 __all__ = ["MAX_GEMM_K", "cublaslt_gemm_tn", "default_workspace_bytes", "gemm_tn_long",
-           "load_source", "padded_k", "profile_stages", "raw_module", "tuning_log"]
+           "load_source", "padded_k", "permute_state", "profile_stages", "raw_module",
+           "tuning_log"]
 
 
 # -- CUDA modules -------------------------------------------------------------------------------
@@ -398,6 +400,41 @@ def tuning_log() -> list:
 
 
 # -- memory -------------------------------------------------------------------------------------
+# -- state permutation --------------------------------------------------------------------------
+_PERMUTE_SOURCE = Path(__file__).resolve().parent / "kernels" / "permute_state.cu"
+_plans: dict = {}
+
+
+def permute_state(src, dst, layout, new_layout, inner: int) -> None:
+    """``dst`` = the state ``src`` held in ``layout``, with its qubits moved to ``new_layout``:
+    one read and one write of each amplitude (``kernels/permute_state.cu``; its tables from
+    :func:`ozsim.statevector.permutation_tables`, kept for the last 64 permutations).
+
+    Args:
+        src, dst: ``(2**N,)`` complex128 or complex64 CuPy arrays, contiguous, not overlapping,
+            ``N >= 11``.
+        layout, new_layout: the qubit held by each axis before and after, most significant
+            first.
+        inner: qubits whose amplitudes a thread's neighbours read together: 2 for complex128,
+            3 for complex64 (64 bytes).
+    """
+    from ..statevector import permutation_tables
+
+    key = (tuple(layout), tuple(new_layout), inner)
+    dev = _plans.get(key)
+    if dev is None:
+        if len(_plans) >= 64:
+            del _plans[next(iter(_plans))]
+        lo, mid, top, inner_out, mid_bits = permutation_tables(layout, new_layout, inner)
+        dev = _plans[key] = (cp.asarray(lo), cp.asarray(mid), cp.asarray(top),
+                             cp.asarray(inner_out), mid_bits)
+    kern = raw_module(_PERMUTE_SOURCE, (f"-DELEM_BYTES={src.dtype.itemsize}",
+                                        f"-DL={inner}")).get_function("permute_state")
+    chunks = src.size >> 11
+    kern((min(chunks, 16 * _sms()),), (256,), (src, dst, *dev[:4], np.int32(dev[4]),
+                                               np.int64(chunks)))
+
+
 def default_workspace_bytes(reserve: int = 0, cap: int = 1 << 34) -> int:
     """GPU working-memory budget: half the free device memory left after ``reserve`` bytes,
     clamped to 256 MiB..``cap`` (16 GiB by default)."""
