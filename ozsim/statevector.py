@@ -18,8 +18,10 @@ gate's index with ``q_0 = 0`` as its low bit and ``q_1 = 2`` as its high bit.
 
 The engine never permutes back: it records which qubit each axis holds (``layout``) and permutes
 only when the next gate needs a different front. A gate whose targets already lead costs one
-GEMM and no copy; otherwise one transposing copy into the spare buffer. The two buffers are
-reused for the whole run (ping-pong), as in Cirq's ``ApplyUnitaryArgs``.
+GEMM and no copy; otherwise one transposing copy into the spare buffer (on the GPU
+``gemm/kernels/permute_state.cu``: one read and one write whatever the permutation; CuPy's
+strided copy of a view with many axes takes up to 24 times that, ``OZSIM_PERMUTE=0``). The
+two buffers are reused for the whole run (ping-pong), as in Cirq's ``ApplyUnitaryArgs``.
 
 On the GPU the ``int8-crt*`` backends skip that copy for gates of at least
 :data:`GATHER_MIN_QUBITS` qubits: their kernels read the state *through* the permutation (a
