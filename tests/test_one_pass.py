@@ -54,10 +54,13 @@ def test_one_pass_zgemm_gate_matches_the_oracle_on_every_kind_of_target(d):
 @pytest.mark.parametrize("d", [3, 4, 5, 6, 7])
 @pytest.mark.parametrize("options", [None, {"ASYNC": 0}, {"ASYNC": 0, "A_SMEM": 1},
                                      {"STAGES": 2}, {"STAGES": 3, "A_SMEM": 1}, {"NC": 32},
-                                     {"ASYNC": 0, "A_SMEM": 2}, {"STAGES": 2, "A_SMEM": 2}])
+                                     {"ASYNC": 0, "A_SMEM": 2}, {"STAGES": 2, "A_SMEM": 2},
+                                     {"MMA_K8": 0}, {"MMA_K8": 0, "ASYNC": 0, "A_SMEM": 2},
+                                     {"ASYNC": 0, "A_SMEM": 2, "NC": 128}])
 def test_tensor_core_zgemm_gate_matches_the_oracle(d, options, monkeypatch):
-    """dense_gate_mma.cu with each of its loaders, stage counts and homes of A: a partial tile,
-    one tile per block, and (n = 19 at d = 3) blocks that loop over several tiles."""
+    """dense_gate_mma.cu with each of its loaders, stage counts, homes of A and tile widths, in
+    both MMA shapes (m16n8k8 f64 where the device has it, m8n8k4): a partial tile, one tile per
+    block, and (n = 19 at d = 3) blocks that loop over several tiles."""
     cp = cupy_or_skip()
     from ozsim.gemm import native_gate
 

@@ -12,13 +12,14 @@ gate and write it back in place: one read and one write of the state, no second 
   and stores stay coalesced (``dense_gate_low``; the same sums, the same bits), except at
   d = 3, where the tensor-core kernel below takes such gates;
 - ``4 <= d <= 6``: :func:`apply_dense_mma` (``kernels/dense_gate_mma.cu``), FP64 tensor-core
-  products (``mma.sync m8n8k4 f64``) on tiles of 32 or 64 groups staged in shared memory: at
-  ``8 * 2**d`` flops an amplitude the CUDA cores fall behind the memory from d = 4 on.
+  products (``mma.sync m16n8k8 f64`` from compute capability 9.0, else ``m8n8k4``, which runs
+  at half the FP64 tensor rate on Hopper) on tiles of 64 or 128 groups staged in shared memory:
+  at ``8 * 2**d`` flops an amplitude the CUDA cores fall behind the memory from d = 4 on.
 
 On an H200 (``benchmarks/gate_bench.py``, N = 30, floor = one read and one write of the state,
-8.15 ms): 1.09x at d = 3 (CUDA cores), 1.20x, 1.63x, 2.76x at d = 4, 5, 6 (tensor cores; the
-CUDA-core kernel took 1.50x, 3.54x, 10.9x), cuStateVec's ``custatevecApplyMatrix`` 1.01x,
-1.08x, 1.30x, 1.42x in the same run (``benchmarks/RESULTS.md``).
+8.15 ms): 1.13x at d = 3, 1.15x, 1.08x, 2.09x at d = 4, 5, 6 (tensor cores; the CUDA-core
+kernel took 1.50x, 3.54x, 10.9x, m8n8k4 1.17x, 1.49x, 2.80x), cuStateVec's
+``custatevecApplyMatrix`` 1.02x, 1.09x, 1.40x, 1.44x in the same run (``benchmarks/RESULTS.md``).
 
 The products are FP64 fused multiply-adds in a fixed order; they agree with cuBLAS or BLAS ZGEMM
 to rounding (not bitwise: BLAS libraries order their sums in their own ways).
@@ -60,19 +61,24 @@ def _mma_columns(d: int) -> int:
     return MMA_OPTIONS.get(d, {}).get("NC", 32 if d >= 7 else 64)
 
 
-#: Options of ``dense_gate_mma.cu`` per d, the fastest measured on an H200 at N = 30: register
-#: loads one tile ahead at d = 3..6 (1.17x, 2.78x the floor at d = 4, 6; cp.async with 2 or 3
-#: stages: 1.23-1.58x, 2.96-3.04x); at d = 3..5 U itself in shared memory (A_SMEM = 2: d = 3 with
-#: low targets 1.10-1.16x against 1.29-1.59x for M's fragments with cp.async, 3 stages; d = 5
-#: 1.61x random targets / 1.48x highest bits, against 1.74x / 1.64x for M's fragments with
-#: cp.async, 2 stages), at d = 6 M's fragments (A_SMEM = 1: 2.90x / 2.71x; U itself 3.00x /
-#: 2.78x, and with 32 columns a tile, two blocks an SM, 3.06-3.45x; without either 3.15-3.6x).
-MMA_OPTIONS: dict = {3: {"ASYNC": 0, "A_SMEM": 2}, 4: {"ASYNC": 0, "A_SMEM": 2},
-                     5: {"ASYNC": 0, "A_SMEM": 2}, 6: {"ASYNC": 0, "A_SMEM": 1}, 7: {"STAGES": 2}}
+#: Options of ``dense_gate_mma.cu`` per d, the fastest measured on an H200 at N = 30 (m16n8k8,
+#: ``MMA_K8``, from compute capability 9.0: :func:`_mma_options`): register loads one tile ahead
+#: at d = 3..6 (cp.async with 2 or 3 stages: 1.5x / 1.6x / 2.6-2.8x at d = 4 / 5 / 6); at d = 3..5
+#: U itself in shared memory (A_SMEM = 2), with 128-column tiles at d = 4, 5 (d = 5: 1.21-1.42x
+#: random targets against 1.33-1.55x with 64; d = 3: 1.29x against 1.16x); at d = 6 M's fragments
+#: (A_SMEM = 1: 1.93-2.17x; U itself 2.06-2.31x; 32-column tiles, two blocks an SM, 2.30-2.44x;
+#: cp.async 2.55-2.81x). With m8n8k4 (before): d = 5 1.51-1.71x, d = 6 2.77-3.03x, d = 7 5.8x.
+MMA_OPTIONS: dict = {3: {"ASYNC": 0, "A_SMEM": 2}, 4: {"ASYNC": 0, "A_SMEM": 2, "NC": 128},
+                     5: {"ASYNC": 0, "A_SMEM": 2, "NC": 128}, 6: {"ASYNC": 0, "A_SMEM": 1},
+                     7: {"STAGES": 2}}
 
 
 def _mma_options(d: int) -> tuple:
-    return tuple(f"-D{k}={v}" for k, v in MMA_OPTIONS.get(d, {}).items())
+    """``-D`` options of ``dense_gate_mma.cu`` at d on this device: :data:`MMA_OPTIONS`, and
+    ``MMA_K8`` (``mma.sync m16n8k8 f64``) from compute capability 9.0, where m8n8k4 runs at half
+    the FP64 tensor rate (H200: 33 against 67 TFLOP/s, a products-only loop of each)."""
+    k8 = int(int(cp.cuda.Device().compute_capability) >= 90)
+    return tuple(f"-D{k}={v}" for k, v in {"MMA_K8": k8, **MMA_OPTIONS.get(d, {})}.items())
 
 
 def mma_smem_bytes(d: int) -> int:

@@ -142,8 +142,9 @@ class Scheme:
 # prefer 7-qubit GEMM blocks to 4-qubit one-pass ones and QV-30 take 2.6 s instead of 1.5 s);
 # scheme I ~20 passes (the INT32 planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
 # ~60 TFLOP/s at d = 12. One-pass kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to
-# 1.05 times one pass at d <= 3 (CUDA cores), 1.17, 1.55, 2.78 at d = 4, 5, 6 (tensor cores, an
-# H200; the GEMM path took 3.6 at d = 6); scheme I (H100)
+# 1.05 times one pass at d <= 3 (CUDA cores), 1.15, 1.10, 2.1 at d = 4, 5, 6 (tensor cores,
+# m16n8k8 f64, an H200; with m8n8k4 1.17, 1.55, 2.78; the GEMM path took 3.4 at d = 6); scheme I
+# (H100)
 # (int8-auto at T = 1, s = 8, statistics pass included) 2.8 to 4.5 at d = 3..6 (the tensor-core
 # kernel); scheme II (int8-crt-auto at T = 0: 15 moduli for a Haar gate, no statistics pass;
 # H100) 3.6 and 4.5 at d = 3 (B as byte digits), 4 (tensor cores); on an H200 5.2, 6.5, 7.0 at
@@ -158,7 +159,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 5.0e13, 3.8, 1e-5, 10, one_pass_qubits=6,
-                                one_pass_passes=(1.02, 1.02, 1.05, 1.17, 1.55, 2.78))},
+                                one_pass_passes=(1.02, 1.02, 1.05, 1.15, 1.10, 2.1))},
         accuracy="FP64 rounding of the BLAS; no knobs",
         reference="BLAS / cuBLAS zgemm",
         run=native.run,

@@ -12,7 +12,10 @@
 //      run: ASYNC = 1 by cp.async (16 bytes, no registers) STAGES - 1 tiles ahead, ASYNC = 0
 //      through registers one tile ahead;
 //   2. products: the real form M of U (2K x 2K, [Re y; Im y] = M [x interleaved]) times B by
-//      mma.sync m8n8k4 f64 (FP64 fused multiply-adds, k in order), M's rows ordered so that m
+//      mma.sync m8n8k4 f64 (FP64 fused multiply-adds, k in order), or, MMA_K8 = 1 (sm_90), by
+//      m16n8k8 f64 on the same fragments, two m tiles by two k steps an instruction (on an H200
+//      a products-only loop of m8n8k4 runs at 33 TFLOP/s, m16n8k8 at the FP64 tensor peak, 67;
+//      the 6-qubit gate went 2.8-3.0x -> 1.9-2.2x the copy floor), M's rows ordered so that m
 //      tile 2j holds the real and m tile 2j + 1 the imaginary rows of members 8j .. 8j + 7, as
 //      ready-made A fragments (ozsim.gemm.native_gate.mma_fragments) in global memory (L1) or,
 //      A_SMEM = 1, copied to shared memory once per block; or, A_SMEM = 2, U itself (complex,
@@ -24,7 +27,7 @@
 //      amplitudes (member 8j + lane / 4, two columns): stored straight to psi, no staging.
 //
 // Options: -DGATE_QUBITS=d (3..7), -DASYNC, -DSTAGES (default 3), -DA_SMEM (0, 1, 2), -DNC
-// (columns a tile). Dynamic shared memory: STAGES (NC LD + NC) 8 bytes (one stage with ASYNC =
+// (columns a tile), -DMMA_K8, -DMIN_BLOCKS (blocks an SM the registers must allow). Dynamic shared memory: STAGES (NC LD + NC) 8 bytes (one stage with ASYNC =
 // 0), plus R R 8 with A_SMEM = 1, K (K + 1) 16 with A_SMEM = 2
 // (ozsim.gemm.native_gate.mma_smem_bytes). Measured per d on an H200
 // (benchmarks/RESULTS.md): the options ozsim.gemm.native_gate.MMA_OPTIONS gives.
@@ -60,6 +63,9 @@
 #undef STAGES
 #define STAGES 1
 #endif
+#ifndef MMA_K8
+#define MMA_K8 0                             // m16n8k8 f64 (sm_90: twice m8n8k4's rate on an H200)
+#endif
 #ifndef A_SMEM
 #define A_SMEM 0                             // A's fragments copied to shared memory (R*R*8 B)
 #endif
@@ -72,6 +78,20 @@ __device__ __forceinline__ void dmma(double (&c)[2], double a, double b)
     asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
                  : "+d"(c[0]), "+d"(c[1])
                  : "d"(a), "d"(b));
+}
+
+// m16n8k8 (sm_90): the m8n8k4 tiles (m tiles 2j, 2j + 1) x (k steps ks, ks + 1) in one
+// instruction: rows g / g + 8 of A are row g of m tiles 2j / 2j + 1, its columns t / t + 4 column
+// t of k steps ks / ks + 1 (a0 = (g, t), a1 = (g + 8, t), a2 = (g, t + 4), a3 = (g + 8, t + 4));
+// B's b0 / b1 are rows t / t + 4; c0, c1 / c2, c3 are the two tiles' accumulators (PTX ISA,
+// "Matrix Fragments for mma.m16n8k8" with .f64)
+__device__ __forceinline__ void dmma16(double (&c0)[2], double (&c1)[2], double a00, double a10,
+                                       double a01, double a11, double b0, double b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+d"(c0[0]), "+d"(c0[1]), "+d"(c1[0]), "+d"(c1[1])
+                 : "d"(a00), "d"(a10), "d"(a01), "d"(a11), "d"(b0), "d"(b1));
 }
 
 // the group (within the tile) that tile column col holds: (col & ~7) | 4 (col & 1) | (col >> 1) & 3,
@@ -122,7 +142,11 @@ __device__ __forceinline__ long long load_tile(const double2* __restrict__ psi, 
     return live ? base : -1;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1                         // blocks an SM the registers must allow
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3,
                int p4, int p5, int p6, const double* __restrict__ afrag)
 {
@@ -202,9 +226,8 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
         for (int mi = 0; mi < WMT; ++mi)
 #pragma unroll
             for (int ni = 0; ni < WNT; ++ni) acc[mi][ni][0] = acc[mi][ni][1] = 0.0;
-#pragma unroll 4
-        for (int ks = 0; ks < KST; ++ks) {
-            double a[WMT], b[WNT];
+        // A's and B's fragments of k step ks (m8n8k4 layout)
+        auto fragments = [&](int ks, double (&a)[WMT], double (&b)[WNT]) {
 #if A_SMEM == 2
 #pragma unroll
             for (int mi = 0; mi < WMT; mi += 2) {
@@ -224,11 +247,31 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
 #endif
 #pragma unroll
             for (int ni = 0; ni < WNT; ++ni) b[ni] = bp[ni * 8 * LD + ks * 4];
+        };
+#if MMA_K8
+#pragma unroll 2
+        for (int ks = 0; ks < KST; ks += 2) {
+            double a0[WMT], b0[WNT], a1[WMT], b1[WNT];
+            fragments(ks, a0, b0);
+            fragments(ks + 1, a1, b1);
+#pragma unroll
+            for (int mi = 0; mi < WMT; mi += 2)
+#pragma unroll
+                for (int ni = 0; ni < WNT; ++ni)
+                    dmma16(acc[mi][ni], acc[mi + 1][ni], a0[mi], a0[mi + 1], a1[mi], a1[mi + 1],
+                           b0[ni], b1[ni]);
+        }
+#else
+#pragma unroll 4
+        for (int ks = 0; ks < KST; ++ks) {
+            double a[WMT], b[WNT];
+            fragments(ks, a, b);
 #pragma unroll
             for (int mi = 0; mi < WMT; ++mi)
 #pragma unroll
                 for (int ni = 0; ni < WNT; ++ni) dmma(acc[mi][ni], a[mi], b[ni]);
         }
+#endif
 #pragma unroll
         for (int mi = 0; mi < WMT; mi += 2) {
             const long long off = moff[8 * ((wm * WMT + mi) / 2) + (lane >> 2)];
