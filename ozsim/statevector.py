@@ -397,52 +397,6 @@ class StateVector:
         return to_numpy(self.amplitudes())
 
 
-def permutation_tables(layout: tuple[int, ...], new_layout: tuple[int, ...], inner: int):
-    """The offset tables of the GPU permutation kernel (``kernels/permute_state.cu``) that takes
-    a state held in ``layout`` to ``new_layout`` (both: the qubit held by each axis, most
-    significant first), ``N >= 11``.
-
-    The qubits at input bits ``0 .. inner-1`` are numbered by ``i`` (``2**inner`` contiguous
-    input amplitudes); the other ``N - inner`` qubits, in ascending output bit order, are the
-    bits of a work index ``w``, cut into fields: ``lo`` (the low ``11 - inner`` bits), ``mid``
-    and ``top``. Amplitude ``(w, i)`` moves from input index ``lo[w_lo, 1] + mid[w_mid, 1] +
-    top[w_top, 1] + i`` to output index ``lo[w_lo, 0] + mid[w_mid, 0] + top[w_top, 0] +
-    inner_out[i]`` (each qubit is one bit, so the fields' deposits add).
-
-    Args:
-        layout, new_layout: permutations of ``range(N)``.
-        inner: the qubits of ``i`` (2 for complex128: 64 bytes).
-
-    Returns:
-        ``(lo, mid, top, inner_out, mid_bits)``: int64 NumPy arrays of shapes
-        ``(2**(11 - inner), 2)``, ``(2**mid_bits, 2)``, ``(2**(N - 11 - mid_bits), 2)``,
-        ``(2**inner,)``, and ``mid_bits``.
-    """
-    n = len(layout)
-    pin = {q: n - 1 - a for a, q in enumerate(layout)}
-    pout = {q: n - 1 - a for a, q in enumerate(new_layout)}
-    inner_q = [layout[n - 1 - b] for b in range(inner)]
-    inner_out = np.array([sum(((i >> b) & 1) << pout[q] for b, q in enumerate(inner_q))
-                          for i in range(1 << inner)], dtype=np.int64)
-    others = sorted((q for q in layout if pin[q] >= inner), key=pout.__getitem__)
-    lo_bits = 11 - inner
-    high = n - 11
-    mid_bits = (high + 1) // 2
-
-    def table(first: int, bits: int) -> np.ndarray:
-        w = np.arange(1 << bits, dtype=np.int64)
-        out = np.zeros((1 << bits, 2), dtype=np.int64)
-        for j, q in enumerate(others[first:first + bits]):
-            bit = (w >> j) & 1
-            out[:, 0] |= bit << pout[q]
-            out[:, 1] |= bit << pin[q]
-        return out
-
-    return (table(0, lo_bits), table(lo_bits, mid_bits), table(lo_bits + mid_bits,
-                                                                high - mid_bits),
-            inner_out, mid_bits)
-
-
 def pad_gate(matrix, qubits: tuple[int, ...], backend: str, num_qubits: int,
              precision: str = "double"):
     """A gate of a size its scheme pads (``pad_gates``) as ``I (x) U`` on more qubits.

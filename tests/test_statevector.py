@@ -296,7 +296,7 @@ def test_simulator_applies_scheme_two_six_qubit_gates_as_seven_qubit_ones():
 
 def _emulated_permute_kernel(src, layout, new_layout, inner):
     """kernels/permute_state.cu in NumPy, from the tables of ``permutation_tables``."""
-    from ozsim.statevector import permutation_tables
+    from ozsim.gemm._permutation import permutation_tables
 
     lo, mid, top, inner_out, mid_bits = permutation_tables(layout, new_layout, inner)
     lo_bits = 11 - inner

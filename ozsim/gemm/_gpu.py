@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - older layouts
 
 from .. import config
 from ._cu_source import load_source
+from ._permutation import permutation_tables
 
 __all__ = ["MAX_GEMM_K", "cublaslt_gemm_tn", "default_workspace_bytes", "gemm_tn_long",
            "load_source", "padded_k", "permute_state", "profile_stages", "raw_module",
@@ -408,7 +409,7 @@ _plans: dict = {}
 def permute_state(src, dst, layout, new_layout, inner: int) -> None:
     """``dst`` = the state ``src`` held in ``layout``, with its qubits moved to ``new_layout``:
     one read and one write of each amplitude (``kernels/permute_state.cu``; its tables from
-    :func:`ozsim.statevector.permutation_tables`, kept for the last 64 permutations).
+    :func:`ozsim.gemm._permutation.permutation_tables`, kept for the last 64 permutations).
 
     Args:
         src, dst: ``(2**N,)`` complex128 or complex64 CuPy arrays, contiguous, not overlapping,
@@ -418,8 +419,6 @@ def permute_state(src, dst, layout, new_layout, inner: int) -> None:
         inner: qubits whose amplitudes a thread's neighbours read together: 2 for complex128,
             3 for complex64 (64 bytes).
     """
-    from ..statevector import permutation_tables
-
     key = (tuple(layout), tuple(new_layout), inner)
     dev = _plans.get(key)
     if dev is None:

@@ -1,5 +1,5 @@
 // Permute the qubits (index bits) of a state vector: dst[o] = src[in(o)], one read and one write
-// of each amplitude (StateVector._permute on the GPU; ozsim/statevector.py, permutation_tables).
+// of each amplitude (StateVector._permute on the GPU; its tables: ozsim/gemm/_permutation.py).
 //
 // in(o) moves each bit of the output index o to the input bit that holds the same qubit. The host
 // splits the qubits in two:
