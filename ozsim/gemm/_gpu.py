@@ -400,7 +400,6 @@ def tuning_log() -> list:
     return list(_lt_state.get("log", []))
 
 
-# -- memory -------------------------------------------------------------------------------------
 # -- state permutation --------------------------------------------------------------------------
 _PERMUTE_SOURCE = Path(__file__).resolve().parent / "kernels" / "permute_state.cu"
 _plans: dict = {}
@@ -434,6 +433,7 @@ def permute_state(src, dst, layout, new_layout, inner: int) -> None:
                                                np.int64(chunks)))
 
 
+# -- memory -------------------------------------------------------------------------------------
 def default_workspace_bytes(reserve: int = 0, cap: int = 1 << 34) -> int:
     """GPU working-memory budget: half the free device memory left after ``reserve`` bytes,
     clamped to 256 MiB..``cap`` (16 GiB by default)."""

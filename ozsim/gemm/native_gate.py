@@ -77,8 +77,14 @@ def _mma_options(d: int) -> tuple:
     """``-D`` options of ``dense_gate_mma.cu`` at d on this device: :data:`MMA_OPTIONS`, and
     ``MMA_K8`` (``mma.sync m16n8k8 f64``) from compute capability 9.0, where m8n8k4 runs at half
     the FP64 tensor rate (H200: 33 against 67 TFLOP/s, a products-only loop of each)."""
-    k8 = int(int(cp.cuda.Device().compute_capability) >= 90)
+    k8 = _has_k8(cp.cuda.Device().id)
     return tuple(f"-D{k}={v}" for k, v in {"MMA_K8": k8, **MMA_OPTIONS.get(d, {})}.items())
+
+
+@functools.lru_cache(maxsize=None)
+def _has_k8(device: int) -> int:
+    """1 where ``mma.sync m16n8k8 f64`` exists (compute capability 9.0 on), else 0."""
+    return int(int(cp.cuda.Device(device).compute_capability) >= 90)
 
 
 def mma_smem_bytes(d: int) -> int:

@@ -27,8 +27,9 @@
 //      amplitudes (member 8j + lane / 4, two columns): stored straight to psi, no staging.
 //
 // Options: -DGATE_QUBITS=d (3..7), -DASYNC, -DSTAGES (default 3), -DA_SMEM (0, 1, 2), -DNC
-// (columns a tile), -DMMA_K8, -DMIN_BLOCKS (blocks an SM the registers must allow). Dynamic shared memory: STAGES (NC LD + NC) 8 bytes (one stage with ASYNC =
-// 0), plus R R 8 with A_SMEM = 1, K (K + 1) 16 with A_SMEM = 2
+// (columns a tile), -DMMA_K8, -DMIN_BLOCKS (blocks an SM the registers must allow). Dynamic
+// shared memory: STAGES (NC LD + NC) 8 bytes (one stage with ASYNC = 0), plus R R 8 with
+// A_SMEM = 1, K (K + 1) 16 with A_SMEM = 2
 // (ozsim.gemm.native_gate.mma_smem_bytes). Measured per d on an H200
 // (benchmarks/RESULTS.md): the options ozsim.gemm.native_gate.MMA_OPTIONS gives.
 

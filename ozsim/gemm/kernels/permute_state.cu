@@ -55,8 +55,10 @@ permute_state(const elem_t* __restrict__ src, elem_t* __restrict__ dst,
         const long long base_out = m.x + t.x + i_out, base_in = m.y + t.y + i;
         elem_t v[UNROLL];
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) v[u] = src[base_in + s_lo[(u * THREADS + threadIdx.x) >> L].y];
+        for (int u = 0; u < UNROLL; ++u)
+            v[u] = src[base_in + s_lo[(u * THREADS + threadIdx.x) >> L].y];
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) dst[base_out + s_lo[(u * THREADS + threadIdx.x) >> L].x] = v[u];
+        for (int u = 0; u < UNROLL; ++u)
+            dst[base_out + s_lo[(u * THREADS + threadIdx.x) >> L].x] = v[u];
     }
 }
