@@ -49,6 +49,7 @@ from . import config
 from ._array import to_numpy
 from .errors import InsufficientMemoryError
 from .gemm import GemmInfo, registry, zgemm
+from .gemm._permutation import CHUNK_BITS
 from .gemm.ozaki1 import default_workspace_bytes
 
 __all__ = ["StateVector", "available_memory_bytes", "check_memory", "state_bytes"]
@@ -58,8 +59,6 @@ PRECISIONS = registry.PRECISIONS  # precision -> the amplitudes' dtype
 #: Smallest gate (qubits) for which the GPU ``int8-crt*`` backends read the state through the
 #: permutation instead of copying it (the column offset table is ``8 * 2**(N - d)`` bytes).
 GATHER_MIN_QUBITS = 6
-#: Qubits of the GPU permutation kernel's inner loop, by precision: 64 bytes a thread.
-_PERMUTE_INNER = {"double": 2, "single": 3}
 #: Offset tables kept per state vector (keyed by bit positions; brickwork layers repeat).
 _GATHER_TABLES = 4
 
@@ -288,12 +287,11 @@ class StateVector:
 
     def _permute(self, front: tuple[int, ...]) -> None:
         src, new_layout = self._transposed(front)
-        if (self.xp is not np and self.num_qubits >= 11
+        if (self.xp is not np and self.num_qubits >= CHUNK_BITS
                 and config.get("OZSIM_PERMUTE") == "1"):  # pragma: no cover - GPU
             from .gemm._gpu import permute_state
 
-            permute_state(self._buf, self._spare, self.layout, new_layout,
-                          _PERMUTE_INNER[self.precision])
+            permute_state(self._buf, self._spare, self.layout, new_layout)
         else:
             self._spare.reshape(src.shape)[...] = src
         self._buf, self._spare = self._spare, self._buf

@@ -296,10 +296,10 @@ def test_simulator_applies_scheme_two_six_qubit_gates_as_seven_qubit_ones():
 
 def _emulated_permute_kernel(src, layout, new_layout, inner):
     """kernels/permute_state.cu in NumPy, from the tables of ``permutation_tables``."""
-    from ozsim.gemm._permutation import permutation_tables
+    from ozsim.gemm._permutation import CHUNK_BITS, permutation_tables
 
     lo, mid, top, inner_out, mid_bits = permutation_tables(layout, new_layout, inner)
-    lo_bits = 11 - inner
+    lo_bits = CHUNK_BITS - inner
     w = np.arange(src.size >> inner, dtype=np.int64)
     w_lo, w_hi = w & ((1 << lo_bits) - 1), w >> lo_bits
     base = lo[w_lo] + mid[w_hi & ((1 << mid_bits) - 1)] + top[w_hi >> mid_bits]

@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - older layouts
 
 from .. import config
 from ._cu_source import load_source
-from ._permutation import permutation_tables
+from ._permutation import CHUNK_BITS, inner_qubits, permutation_tables
 
 __all__ = ["MAX_GEMM_K", "cublaslt_gemm_tn", "default_workspace_bytes", "gemm_tn_long",
            "load_source", "padded_k", "permute_state", "profile_stages", "raw_module",
@@ -405,19 +405,18 @@ _PERMUTE_SOURCE = Path(__file__).resolve().parent / "kernels" / "permute_state.c
 _plans: dict = {}
 
 
-def permute_state(src, dst, layout, new_layout, inner: int) -> None:
+def permute_state(src, dst, layout, new_layout) -> None:
     """``dst`` = the state ``src`` held in ``layout``, with its qubits moved to ``new_layout``:
     one read and one write of each amplitude (``kernels/permute_state.cu``; its tables from
     :func:`ozsim.gemm._permutation.permutation_tables`, kept for the last 64 permutations).
 
     Args:
         src, dst: ``(2**N,)`` complex128 or complex64 CuPy arrays, contiguous, not overlapping,
-            ``N >= 11``.
+            ``N >= CHUNK_BITS`` (11).
         layout, new_layout: the qubit held by each axis before and after, most significant
             first.
-        inner: qubits whose amplitudes a thread's neighbours read together: 2 for complex128,
-            3 for complex64 (64 bytes).
     """
+    inner = inner_qubits(src.dtype.itemsize)
     key = (tuple(layout), tuple(new_layout), inner)
     dev = _plans.get(key)
     if dev is None:
@@ -426,9 +425,10 @@ def permute_state(src, dst, layout, new_layout, inner: int) -> None:
         lo, mid, top, inner_out, mid_bits = permutation_tables(layout, new_layout, inner)
         dev = _plans[key] = (cp.asarray(lo), cp.asarray(mid), cp.asarray(top),
                              cp.asarray(inner_out), mid_bits)
-    kern = raw_module(_PERMUTE_SOURCE, (f"-DELEM_BYTES={src.dtype.itemsize}",
-                                        f"-DL={inner}")).get_function("permute_state")
-    chunks = src.size >> 11
+    kern = raw_module(_PERMUTE_SOURCE, (f"-DELEM_BYTES={src.dtype.itemsize}", f"-DL={inner}",
+                                        f"-DCHUNK_BITS={CHUNK_BITS}")).get_function(
+        "permute_state")
+    chunks = src.size >> CHUNK_BITS
     kern((min(chunks, 16 * _sms()),), (256,), (src, dst, *dev[:4], np.int32(dev[4]),
                                                np.int64(chunks)))
 

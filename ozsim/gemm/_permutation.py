@@ -11,28 +11,39 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["permutation_tables"]
+__all__ = ["CHUNK_BITS", "inner_qubits", "permutation_tables"]
+
+#: A block of the kernel moves ``2**CHUNK_BITS`` amplitudes at a time (its ``-DCHUNK_BITS``); a
+#: state of fewer qubits is left to CuPy's copy.
+CHUNK_BITS = 11
+
+
+def inner_qubits(itemsize: int) -> int:
+    """Qubits of a thread's contiguous input run: 64 bytes of amplitudes (2 for complex128, 3
+    for complex64)."""
+    return (64 // itemsize).bit_length() - 1
 
 
 def permutation_tables(layout: tuple[int, ...], new_layout: tuple[int, ...], inner: int):
     """The offset tables of the GPU permutation kernel (``kernels/permute_state.cu``) that takes
     a state held in ``layout`` to ``new_layout`` (both: the qubit held by each axis, most
-    significant first), ``N >= 11``.
+    significant first), ``N >= CHUNK_BITS``.
 
     The qubits at input bits ``0 .. inner-1`` are numbered by ``i`` (``2**inner`` contiguous
     input amplitudes); the other ``N - inner`` qubits, in ascending output bit order, are the
-    bits of a work index ``w``, cut into fields: ``lo`` (the low ``11 - inner`` bits), ``mid``
-    and ``top``. Amplitude ``(w, i)`` moves from input index ``lo[w_lo, 1] + mid[w_mid, 1] +
+    bits of a work index ``w``, cut into fields: ``lo`` (the low ``CHUNK_BITS - inner`` bits),
+    ``mid`` and ``top``. Amplitude ``(w, i)`` moves from input index ``lo[w_lo, 1] + mid[w_mid, 1] +
     top[w_top, 1] + i`` to output index ``lo[w_lo, 0] + mid[w_mid, 0] + top[w_top, 0] +
     inner_out[i]`` (each qubit is one bit, so the fields' deposits add).
 
     Args:
         layout, new_layout: permutations of ``range(N)``.
-        inner: the qubits of ``i`` (2 for complex128: 64 bytes).
+        inner: the qubits of ``i`` (:func:`inner_qubits`).
 
     Returns:
         ``(lo, mid, top, inner_out, mid_bits)``: int64 NumPy arrays of shapes
-        ``(2**(11 - inner), 2)``, ``(2**mid_bits, 2)``, ``(2**(N - 11 - mid_bits), 2)``,
+        ``(2**(CHUNK_BITS - inner), 2)``, ``(2**mid_bits, 2)``,
+        ``(2**(N - CHUNK_BITS - mid_bits), 2)``,
         ``(2**inner,)``, and ``mid_bits``.
     """
     n = len(layout)
@@ -42,8 +53,8 @@ def permutation_tables(layout: tuple[int, ...], new_layout: tuple[int, ...], inn
     inner_out = np.array([sum(((i >> b) & 1) << pout[q] for b, q in enumerate(inner_q))
                           for i in range(1 << inner)], dtype=np.int64)
     others = sorted((q for q in layout if pin[q] >= inner), key=pout.__getitem__)
-    lo_bits = 11 - inner
-    high = n - 11
+    lo_bits = CHUNK_BITS - inner
+    high = n - CHUNK_BITS
     mid_bits = (high + 1) // 2
 
     def table(first: int, bits: int) -> np.ndarray:

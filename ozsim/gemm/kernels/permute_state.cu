@@ -19,8 +19,9 @@
 // scrambled layout back to canonical order). Rejected: warps writing consecutive outputs
 // (reads 64 bytes apart: 1.5-2.6x); the next chunk's table reads issued a chunk ahead (same).
 //
-// Compile-time: ELEM_BYTES (16: complex128, 8: complex64), L (inner qubits), B = 11 - L (a chunk
-// is 2**11 elements: UNROLL = 8 per thread of a 256-thread block, loads before stores).
+// Compile-time: ELEM_BYTES (16: complex128, 8: complex64), L (inner qubits), CHUNK_BITS (11: a
+// chunk is 2**11 elements, UNROLL = 8 per thread of a 256-thread block, loads before stores;
+// ozsim.gemm._permutation.CHUNK_BITS), B = CHUNK_BITS - L.
 #ifndef ELEM_BYTES
 #define ELEM_BYTES 16
 #endif
@@ -33,12 +34,14 @@ typedef double2 elem_t;
 typedef float2 elem_t;
 #endif
 #define INNER (1 << L)
+#ifndef CHUNK_BITS
 #define CHUNK_BITS 11
+#endif
 #define B (CHUNK_BITS - L)
 #define THREADS 256
 #define UNROLL ((1 << CHUNK_BITS) / THREADS)
 
-// lo: 2**B (output, input) offsets; mid: 2**mid_bits; top: the rest; chunks: 2**(N - 11).
+// lo: 2**B (output, input) offsets; mid: 2**mid_bits; top: the rest; chunks: 2**(N - CHUNK_BITS).
 extern "C" __global__ void __launch_bounds__(THREADS)
 permute_state(const elem_t* __restrict__ src, elem_t* __restrict__ dst,
               const longlong2* __restrict__ lo, const longlong2* __restrict__ mid,

@@ -154,8 +154,8 @@ def tf32_matmul(a_rows, b_cols, products: int):
     _gemm(m, n, 2 * k, a_hi, 2 * k, b_lo, n, c.data.ptr, n, _CUDA_R_32F, tf32)  # cross terms
     if products == 4:
         _gemm(m, n, k, a_lo, 2 * k, b_lo, n, c.data.ptr, n, _CUDA_R_32F, tf32, beta=True)
-    _chunked(m, n, k, chunk(k, "tf32", m * n), a_hi, 2 * k, b_hi, n, c.data.ptr, item, _CUDA_R_32F, tf32,
-             beta=True)
+    _chunked(m, n, k, chunk(k, "tf32", m * n), a_hi, 2 * k, b_hi, n, c.data.ptr, item,
+             _CUDA_R_32F, tf32, beta=True)
     return c
 
 
@@ -169,7 +169,7 @@ def le_matmul(a_rows, b_cols, sa, sb):
     item = 2
     a_hi = a2.data.ptr
     b_lo, b_hi = b2.data.ptr, b2.data.ptr + k * n * item
-    _chunked(m, n, k, chunk(k, "fp16", m * n), a_hi, 2 * k, b_hi, n, c1.data.ptr, item, _CUDA_R_16F,
-             _COMPUTE_32F, beta=False)
+    _chunked(m, n, k, chunk(k, "fp16", m * n), a_hi, 2 * k, b_hi, n, c1.data.ptr, item,
+             _CUDA_R_16F, _COMPUTE_32F, beta=False)
     _gemm(m, n, 2 * k, a_hi, 2 * k, b_lo, n, c2.data.ptr, n, _CUDA_R_16F, _COMPUTE_32F)
     return _FP16_COMBINE(c1, c2, sa[:, None], sb[None, :], c1)
