@@ -7,7 +7,9 @@ Imported only on the GPU path (by :mod:`ozsim.gemm.ozaki1.cuda`, :mod:`ozsim.gem
 section             what it holds
 ==================  ==========================================================================
 CUDA modules        :func:`raw_module`: a ``cupy.RawModule`` of a ``kernels/*.cu`` file (local
-                    headers inlined by :func:`load_source`), cached per file and options
+                    headers inlined by :func:`load_source`), cached per file and options;
+                    :func:`sm90a_module` the same for ``sm_90a`` (``wgmma``), and
+                    :func:`set_dynamic_smem`
 device              :func:`_sms` (multiprocessors), :data:`_THREADS` (threads per block)
 stage timing        :func:`profile_stages` and :func:`_stage` (CUDA events per stage)
 operands            :func:`_strides` (element strides), :func:`padded_k` (stored inner dimension)
@@ -44,7 +46,7 @@ from ._permutation import CHUNK_BITS, inner_qubits, permutation_tables
 
 __all__ = ["MAX_GEMM_K", "cublaslt_gemm_tn", "default_workspace_bytes", "gemm_tn_long",
            "load_source", "padded_k", "permute_state", "profile_stages", "raw_module",
-           "tuning_log"]
+           "resident_blocks", "set_dynamic_smem", "sm90a_module", "tuning_log"]
 
 
 # -- CUDA modules -------------------------------------------------------------------------------
@@ -71,6 +73,74 @@ def raw_module(path: str | Path, options: tuple = (), *, name_expressions=None):
         kwargs = {} if names is None else {"name_expressions": names}
         mod = _modules[key] = cp.RawModule(code=load_source(path), options=opts, **kwargs)
     return mod
+
+
+_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # (cuda.h, stable since CUDA 11)
+
+
+def sm90a_module(path: str | Path, options: tuple = ()):
+    """The ``cupy.cuda.function.Module`` of the CUDA file ``path`` compiled by NVRTC for
+    ``sm_90a`` (Hopper's architecture-specific features: ``wgmma``, ``setmaxnreg``; CuPy's
+    ``RawModule`` names its own target), once per process and ``(path, options)``.
+
+    Raises:
+        RuntimeError: the compiler's log, if it fails.
+    """
+    key = ("sm_90a", str(path), tuple(options))
+    mod = _modules.get(key)
+    if mod is None:
+        from cupy_backends.cuda.libs import nvrtc
+
+        name = Path(path).name
+        prog = nvrtc.createProgram(load_source(path), name, [], [])
+        try:
+            nvrtc.compileProgram(prog, ["--gpu-architecture=sm_90a", *options])
+            cubin = nvrtc.getCUBIN(prog)
+        except nvrtc.NVRTCError as exc:
+            raise RuntimeError(f"{name} failed to compile:\n{nvrtc.getProgramLog(prog)}") from exc
+        finally:
+            nvrtc.destroyProgram(prog)
+        mod = cp.cuda.function.Module()
+        mod.load(cubin)
+        _modules[key] = mod
+    return mod
+
+
+def set_dynamic_smem(func, nbytes: int) -> None:
+    """Allow ``func`` (a ``cupy.cuda.function.Function``) ``nbytes`` of dynamic shared memory
+    (``cuFuncSetAttribute``; above 48 KiB a kernel must ask).
+
+    Raises:
+        RuntimeError: the driver refused (more than the device has).
+    """
+    lib = _libcuda()
+    res = lib.cuFuncSetAttribute(ctypes.c_void_p(func.ptr),
+                                 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 ctypes.c_int(int(nbytes)))
+    if res != 0:
+        raise RuntimeError(f"cuFuncSetAttribute({nbytes} bytes of shared memory) failed ({res})")
+
+
+def resident_blocks(func, threads: int, smem: int) -> int:
+    """Blocks of ``func`` (a ``cupy.cuda.function.Function``) that one multiprocessor holds at
+    once with ``threads`` threads and ``smem`` bytes of dynamic shared memory
+    (``cuOccupancyMaxActiveBlocksPerMultiprocessor``): a persistent grid is this times the
+    multiprocessors, so that no block waits for another to finish."""
+    num = ctypes.c_int(0)
+    res = _libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        ctypes.byref(num), ctypes.c_void_p(func.ptr), ctypes.c_int(int(threads)),
+        ctypes.c_size_t(int(smem)))
+    if res != 0:
+        raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed ({res})")
+    return max(1, int(num.value))
+
+
+def _libcuda():
+    """The CUDA driver library (``ctypes``), loaded once."""
+    lib = _modules.get("libcuda")
+    if lib is None:
+        lib = _modules["libcuda"] = ctypes.CDLL("libcuda.so.1")
+    return lib
 
 
 # -- device -------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ from pathlib import Path
 
 import cupy as cp
 
-from .._gpu import load_source
+from .._gpu import _libcuda, set_dynamic_smem, sm90a_module
 
 __all__ = ["BM", "BN", "BK", "available", "gemm_mod"]
 
@@ -101,10 +101,10 @@ _STAGE_BYTES = (BM + BN) * BK
 _SMEM_BYTES = STAGES * _STAGE_BYTES + 1024  # + alignment of the 1024-byte swizzle atoms
 
 
-#: The kernel's source (package data) and NVRTC options: sm_90a (``wgmma``, ``setmaxnreg``),
-#: C++17, the tile geometry above.
+#: The kernel's source (package data) and NVRTC options besides sm_90a (``wgmma``,
+#: ``setmaxnreg``): C++17, the tile geometry above.
 _KERNEL = Path(__file__).parent / "kernels" / "products_wgmma.cu"
-_OPTIONS = ("--gpu-architecture=sm_90a", "-std=c++17", f"-DBM={BM}", f"-DBN={BN}", f"-DBK={BK}",
+_OPTIONS = ("-std=c++17", f"-DBM={BM}", f"-DBN={BN}", f"-DBK={BK}",
             f"-DSTAGES={STAGES}")
 
 _state: dict = {}
@@ -115,7 +115,6 @@ _CU_TENSOR_MAP_INTERLEAVE_NONE = 0
 _CU_TENSOR_MAP_SWIZZLE_128B = 3
 _CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
 _CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0
-_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 _CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 
 
@@ -171,19 +170,7 @@ def _compile():
     """The module (``cupy.cuda.function.Module``) holding ``crt_gemm_mod3``, ``crt_gemm_mod4``
     and ``crt_gemm_mod3_c2`` (``kernels/products_wgmma.cu``, the PTX wrappers in
     ``kernels/hopper.cuh``), compiled by NVRTC for sm_90a."""
-    from cupy_backends.cuda.libs import nvrtc
-
-    prog = nvrtc.createProgram(load_source(_KERNEL), _KERNEL.name, [], [])
-    try:
-        nvrtc.compileProgram(prog, list(_OPTIONS))
-        cubin = nvrtc.getCUBIN(prog)
-    except nvrtc.NVRTCError as exc:
-        raise RuntimeError(f"crt_gemm_mod failed to compile:\n{nvrtc.getProgramLog(prog)}") from exc
-    finally:
-        nvrtc.destroyProgram(prog)
-    mod = cp.cuda.function.Module()
-    mod.load(cubin)
-    return mod
+    return sm90a_module(_KERNEL, _OPTIONS)
 
 
 def available() -> bool:
@@ -196,17 +183,13 @@ def available() -> bool:
         _state["error"] = f"compute capability {cp.cuda.Device().compute_capability}, not 9.0"
     else:
         try:
-            lib = ctypes.CDLL("libcuda.so.1")
+            lib = _libcuda()
             mod = _compile()
             funcs = {(3, 1): mod.get_function("crt_gemm_mod3"),
                      (4, 1): mod.get_function("crt_gemm_mod4"),
                      (3, 2): mod.get_function("crt_gemm_mod3_c2")}
             for func in funcs.values():
-                res = lib.cuFuncSetAttribute(ctypes.c_void_p(func.ptr),
-                                             _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                             ctypes.c_int(_SMEM_BYTES))
-                if res != 0:
-                    raise RuntimeError(f"cuFuncSetAttribute failed ({res})")
+                set_dynamic_smem(func, _SMEM_BYTES)
             _state.update(lib=lib, module=mod, funcs=funcs)
             ok = True
         except Exception as exc:  # noqa: BLE001 - a capability probe: any failure means "no"
