@@ -51,6 +51,9 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("OZSIM_PERMUTE", ("1", "0"), "1",
            "a GPU state vector brings a gate's targets to the front by ozsim's permutation "
            "kernel, one read and one write (1), or by CuPy's strided copy (0); same bits"),
+    Switch("OZSIM_INT8_WGMMA", ("1", "0"), "1",
+           "scheme I one-pass gates of 5 and 6 qubits on Hopper multiply with wgmma (1) or "
+           "mma.sync (0); same bits"),
     Switch("OZSIM_CUBLASLT", ("1", "0"), "1",
            "long-K INT8 GEMMs may use a tuned cuBLASLt algorithm (1) or only cublasGemmEx in "
            "pieces (0); same bits"),

@@ -67,6 +67,10 @@ MORE_OPTIONS = {
                                       "-DNLIMB=3", "-DDIGITS=1"],
                                      ["-std=c++17", *_CRT, "-DGATE_QUBITS=5", "-DNMOD=15",
                                       "-DNLIMB=3", "-DMPT=4"]],
+    "gemm/kernels/int8_gate_mma.cu": [["-std=c++17", "-DGATE_QUBITS=5", "-DSPLITS=9", "-DWGMMA=1",
+                                       "-DTHREADS=128"],
+                                      ["-std=c++17", "-DGATE_QUBITS=6", "-DSPLITS=8", "-DWGMMA=1",
+                                       "-DTHREADS=256"]],
     "gemm/kernels/dense_gate_mma.cu": [["-std=c++17", "-DGATE_QUBITS=5", "-DASYNC=0",
                                         "-DA_SMEM=2"]],
 }

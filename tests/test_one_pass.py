@@ -167,6 +167,49 @@ def test_one_pass_emulated_gate_is_bitwise_the_cpu_product(backend, T, d):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("d,s", [(5, 3), (5, 8), (5, 9), (5, 12), (5, 18), (6, 3), (6, 8),
+                                 (6, 9), (6, 10)])
+def test_scheme1_wgmma_form_is_the_mma_sync_form_bitwise(d, s, monkeypatch):
+    """int8_gate_mma.cu's wgmma form (d = 5, 6 on compute capability 9.0) against its mma.sync
+    form and the CPU product, bitwise, on Ozaki's inputs with zero amplitudes, targets low, high
+    and scattered, a state of fewer groups than a tile (n = 9) and of many (n = 16); at d = 6,
+    s = 10 the wgmma form's shared memory does not fit and mma.sync runs."""
+    cp = cupy_or_skip()
+    from ozsim.gemm import registry, zgemm
+    from ozsim.gemm.ozaki1 import onepass
+    from ozsim.testing import ozaki_matrix
+
+    hopper = cp.cuda.Device().compute_capability == "90"
+    monkeypatch.setenv("OZSIM_INT8_WGMMA", "1")
+    uses_wgmma = onepass._wgmma_kernel(d, s) is not None
+    assert uses_wgmma == (hopper and (d == 5 or s <= 9)), onepass._wgmma_state.get("error")
+    rng = np.random.default_rng(100 * d + s)
+    backend = f"int8x{s}"
+    for n, phi, qubits in [(9, 1.0, tuple(range(d))), (16, 4.0, tuple(range(16 - d, 16))),
+                           (16, 0.5, tuple(int(q) for q in rng.choice(16, d, replace=False)))]:
+        psi0 = ozaki_matrix(rng, 1 << n, 1, phi)[:, 0]
+        psi0[rng.random(1 << n) < 0.2] = 0
+        u = haar_unitary(1 << d, rng)
+        got = {}
+        for form in ("1", "0"):
+            monkeypatch.setenv("OZSIM_INT8_WGMMA", form)
+            sv = StateVector(n, cp)
+            sv._buf[...] = cp.asarray(psi0)
+            sv.apply(registry.parse(backend).scheme.prepare(cp.asarray(u)), qubits,
+                     backend=backend)
+            got[form] = sv.to_numpy()
+        axes = [n - 1 - q for q in reversed(qubits)]
+        rest = [a for a in range(n) if a not in axes]
+        b = np.ascontiguousarray(np.transpose(psi0.reshape((2,) * n), axes + rest)
+                                 .reshape(1 << d, -1))
+        want = np.transpose(zgemm(u, b, backend=backend).reshape((2,) * n),
+                            np.argsort(axes + rest)).reshape(-1)
+        assert np.isfinite(got["1"]).all()
+        np.testing.assert_array_equal(got["1"], want)
+        np.testing.assert_array_equal(got["0"], want)
+
+
+@pytest.mark.gpu
 def test_one_pass_emulated_gate_raises_on_nan():
     cp = cupy_or_skip()
     from ozsim import NonFiniteError

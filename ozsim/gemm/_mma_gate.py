@@ -12,22 +12,24 @@ from __future__ import annotations
 
 import cupy as cp
 
-__all__ = ["THREADS", "a_fragments", "a_fragment_bytes", "row_fragments", "tile"]
+__all__ = ["THREADS", "a_fragments", "a_fragment_bytes", "core_image", "row_fragments", "tile"]
 
 #: Threads per block of the tensor-core gate kernels (8 warps).
 THREADS = 256
 
 
-def tile(d: int, kd: int | None = None, mpt: int | None = None) -> tuple[int, int, int]:
+def tile(d: int, kd: int | None = None, mpt: int | None = None,
+         threads: int = THREADS) -> tuple[int, int, int]:
     """``(NC, KD, W)`` of ``mma_gate.cuh`` for a ``d``-qubit gate: columns (amplitude groups)
     per tile, the products' inner dimension (``max(2 * 2**d, 32)`` unless ``kd`` widens it),
     and shared-memory words per column of one INT8 plane (``KD / 4 + 4``: 4 times an odd
     number, no bank conflicts); ``mpt``: members per thread in the split where the kernel
-    narrows it (``MPT``; default ``2**d / 4``, at least 4)."""
+    narrows it (``MPT``; default ``2**d / 4``, at least 4); ``threads``: a block's threads
+    (``THREADS``; the wgmma form of ``int8_gate_mma.cu`` takes 128 at d = 5)."""
     k = 1 << d
     kd = kd or max(2 * k, 32)
     mpt = mpt or (k // 4 if k >= 16 else 4)
-    return THREADS // (k // mpt), kd, kd // 4 + 4
+    return threads // (k // mpt), kd, kd // 4 + 4
 
 
 def a_fragment_bytes(d: int, planes: int, kd: int | None = None) -> int:
@@ -59,11 +61,42 @@ def row_fragments(rows_re, rows_im, kd: int | None = None):
     """:func:`a_fragments` of an embedding given by its rows: ``rows_re[s, m]`` is the real and
     ``rows_im[s, m]`` the imaginary row of member ``m`` (``(planes, K, width)`` INT8 CuPy
     arrays, ``width <= KD``, zero columns past ``width``); ``kd``: as :func:`tile`."""
+    s, k, _ = rows_re.shape
+    emb, kd = _embedding(rows_re, rows_im, kd)
+    # (s, mt, rowhalf, g, ks, khalf, t, byte) -> (s, mt, ks, g, t, khalf, rowhalf, byte)
+    emb = emb.reshape(s, k // 8, 2, 8, kd // 32, 2, 4, 4).transpose(0, 1, 4, 3, 6, 5, 2, 7)
+    return cp.ascontiguousarray(emb).view(cp.uint32).reshape(s, k // 8, kd // 32, 32, 4)
+
+
+def core_image(re, im):
+    """The real embeddings of :func:`a_fragments` as ``wgmma``'s A operand in shared memory:
+    K-major 8 x 16-byte core matrices without swizzle (``kernels/wgmma_s8.cuh``,
+    ``core_offset``), rows in the order of :func:`a_fragments` (row ``16 mt + 8 h + g``: member
+    ``8 mt + g``, real part for ``h = 0``), so that warp ``w`` of a warpgroup meets the rows its
+    accumulator fragment holds.
+
+    Args:
+        re, im: as :func:`a_fragments`.
+
+    Returns:
+        ``(planes, 2K * KD / 4)`` uint32 CuPy array, the same bytes per plane as
+        :func:`a_fragments`.
+    """
+    ar = re.astype(cp.int8)
+    ai = im.astype(cp.int8)
+    emb, kd = _embedding(cp.concatenate([ar, -ai], axis=2), cp.concatenate([ai, ar], axis=2))
+    s, k = emb.shape[0], emb.shape[1] * 8
+    # (s, row group, row, k chunk, byte) -> (s, row group, k chunk, row, byte)
+    core = emb.reshape(s, 2 * k // 8, 8, kd // 16, 16).transpose(0, 1, 3, 2, 4)
+    return cp.ascontiguousarray(core).view(cp.uint32).reshape(s, -1)
+
+
+def _embedding(rows_re, rows_im, kd: int | None = None):
+    """``(emb, KD)``: the ``(planes, K / 8, 2, 8, KD)`` INT8 embedding of :func:`row_fragments`
+    (m tile, real / imaginary half, row in the half, column; zero columns past the rows')."""
     s, k, width = rows_re.shape
     _, kd, _ = tile(k.bit_length() - 1, kd)
     emb = cp.zeros((s, k // 8, 2, 8, kd), dtype=cp.int8)
     emb[..., :width] = cp.stack([rows_re.reshape(s, k // 8, 8, width),
                                  rows_im.reshape(s, k // 8, 8, width)], axis=2)
-    # (s, mt, rowhalf, g, ks, khalf, t, byte) -> (s, mt, ks, g, t, khalf, rowhalf, byte)
-    emb = emb.reshape(s, k // 8, 2, 8, kd // 32, 2, 4, 4).transpose(0, 1, 4, 3, 6, 5, 2, 7)
-    return cp.ascontiguousarray(emb).view(cp.uint32).reshape(s, k // 8, kd // 32, 32, 4)
+    return emb, kd

@@ -179,7 +179,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 1.8e9, 120, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 2.7e13, 20, 1e-4, 12, one_pass_qubits=6,
-                                one_pass_passes=(2.9, 2.9, 2.9, 2.9, 4.1, 6.0))},
+                                one_pass_passes=(2.9, 2.9, 2.9, 2.9, 3.6, 5.4))},
         accuracy="s slices keep 7s bits; int8-auto: T = mean mantissa loss in bits (>= 0)",
         reference="Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU), Alg. 3-4 and Sec. 4.4",
         run=ozaki1_backend.run,

@@ -29,15 +29,28 @@
 // 8..15 the imaginary parts of the same 8 members: a thread's accumulator fragment holds both
 // parts of 2 output amplitudes, written straight to psi (no staging).
 //
+// WGMMA (d = 5, 6 on Hopper, compiled for sm_90a): the products by wgmma.mma_async m64n32k32
+// (wgmma_s8.cuh) instead: a warpgroup multiplies 64 rows of A's slice (a 64-row block of the
+// embedding, rows in the same order, so that warp w meets m tile 4 mi + w) by 32 columns of B's,
+// both read by descriptor from shared memory, where A is a core-matrix image
+// (ozsim.gemm._mma_gate.core_image) and the split writes B K-major in 8 x 16-byte core
+// matrices. mma.sync had each warp read its operands from shared memory for every product
+// (Nsight Compute, d = 5, S = 8: L1/shared-memory pipe 77% busy, 27 times the tile's state
+// bytes read there); a warpgroup's wgmma reads B once for 64 rows: H200, N = 30, S = 8, the
+// kernel alone 3.3x -> 2.9x the copy floor at d = 5 (128 threads, 4 blocks an SM), 5.3x -> 4.5x
+// at d = 6 (256 threads, next tile's loads issued before the products). Same bits: P_t is the
+// same integer, the accumulation unchanged.
+//
 // int8_gate_mma_stats: INT8-AUTO's statistics of B in one read, as int8_gate_stats (the loss
 // histogram e - frexp exponent of each nonzero scalar, clamped at MAXD), with the same loads;
 // losses 0..7 (most scalars of a state) are counted in registers, the rest by shared atomics.
 // NaN or Inf in a column sets *flag and leaves the column as it was.
 //
-// Options: -DGATE_QUBITS=d (3..6) -DSPLITS=s (3..18); BITS = 7 (bits_per_slice(2**d)); UNROLL,
-// MIN_BLOCKS, PREFETCH default as below.
-// Shared memory (dynamic): B's slices, S * NC * W * 4 bytes, and at d <= 5 A's fragments, S *
-// A_STRIDE * 16 bytes, copied once per block (ozsim.gemm.ozaki1.onepass.mma_smem_bytes).
+// Options: -DGATE_QUBITS=d (3..6) -DSPLITS=s (3..18); BITS = 7 (bits_per_slice(2**d)); WGMMA
+// (0, 1: d >= 5, with THREADS = 128 or 256); UNROLL, MIN_BLOCKS, PREFETCH default as below.
+// Shared memory (dynamic): B's slices, S * NC * W * 4 bytes (wgmma: S * NC * KD), and at d <= 5
+// A's fragments (wgmma: A's image at both d), S * A_STRIDE * 16 bytes, copied once per block
+// (ozsim.gemm.ozaki1.onepass.mma_smem_bytes).
 
 #ifndef GATE_QUBITS
 #error "GATE_QUBITS must be defined"
@@ -50,8 +63,29 @@
 #define S SPLITS
 #define BITS 7
 #define MAXD 2200
+#ifndef WGMMA
+#define WGMMA 0
+#endif
+#if WGMMA && D < 5
+#error "the wgmma form needs d >= 5 (a warpgroup's 64 rows of the embedding)"
+#endif
 #include "mma_gate.cuh"
+#if WGMMA
+#include "wgmma_s8.cuh"
+#if WNT != 4
+#error "the wgmma form takes 32 columns a warpgroup"
+#endif
+#define A_SMEM 1  // A's core-matrix image in shared memory (wgmma reads it there)
+// B's slices K-major in 8 x 16-byte core matrices (wgmma_s8.cuh), a word of 4 INT8 at (c, kk)
+#define B_WORD(c, kk) (core_offset((c), (kk), KD) / 4)
+#define B_PLANE_WORDS (NC * KD / 4)
+#define MTILE(wm, mi) ((mi) * 4 + (wm))  // m block mi of 64 rows, warp wm's 16 of them
+#else
 #define A_SMEM (D <= 5)                // A's fragments in shared memory (d = 6: from L1/L2)
+#define B_WORD(c, kk) ((c) * W + (kk) / 4)
+#define B_PLANE_WORDS (NC * W)
+#define MTILE(wm, mi) ((wm) * WMT + (mi))
+#endif
 #define RMAGIC 6755399441055744.0  // 1.5 * 2**52: (y + RMAGIC) - RMAGIC = rint(y), |y| < 2**51
 
 // 1.5 * 2**(52 - BITS j): y = r + it rounds r to a multiple of 2**(-BITS j) (ties to even), and
@@ -90,8 +124,8 @@ __device__ __forceinline__ unsigned opaque(unsigned x)
     return x;
 }
 
-#ifndef PREFETCH
-#define PREFETCH (MPT <= 4)  // (d <= 4; at d = 5 the registers it holds cost more than it hides)
+#ifndef PREFETCH  // (d <= 4, and wgmma's d = 6 (one block an SM); at d = 5 the registers it
+#define PREFETCH (MPT <= 4 || (WGMMA && D == 6))  // holds cost more than it hides)
 #endif
 
 #ifndef UNROLL  // the products' t loop unrolled as well as the i loop: at d <= 4 and S <= 10
@@ -99,7 +133,8 @@ __device__ __forceinline__ unsigned opaque(unsigned x)
 #endif
 
 #ifndef MIN_BLOCKS  // blocks an SM the registers must allow: 80 a thread (d <= 4 rolled), 128
-#define MIN_BLOCKS (UNROLL ? 2 : D <= 4 ? 3 : D == 5 ? 2 : 1)
+// (wgmma at d = 5: four blocks of 128 threads)
+#define MIN_BLOCKS (WGMMA ? (D == 5 ? 4 : 1) : UNROLL ? 2 : D <= 4 ? 3 : D == 5 ? 2 : 1)
 #endif
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -107,7 +142,7 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
               int p5, const uint4* __restrict__ a_frag, const int* __restrict__ a_exp,
               int* __restrict__ flag)
 {
-    extern __shared__ uint4 smem[];  // [A's fragments (A_SMEM)][B's slices [S][NC][W] words]
+    extern __shared__ uint4 smem[];  // [A's fragments or image (A_SMEM)][B's slices, S planes]
     unsigned* b_slices = reinterpret_cast<unsigned*>(smem + (A_SMEM ? S * A_STRIDE : 0));
 #if A_SMEM
     for (int i = threadIdx.x; i < S * A_STRIDE; i += THREADS) smem[i] = __ldg(a_frag + i);
@@ -118,10 +153,16 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
     int sorted[D];
     sort_positions(pos, sorted);
     member_table(moff, pos);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int tid = threadIdx.x;
     const int scol = tid / TPC, sq = tid % TPC;  // the split's column and place in it
-    const int wm = warp % WGM, wn = warp / WGM;  // the warp's place in the output tile
+    const int wm = (tid >> 5) % WGM, wn = (tid >> 5) / WGM;  // the warp's place in the output tile
     const int g = lane >> 2, tq = lane & 3;      // mma fragment coordinates
+#if WGMMA  // descriptors' low words: A's image (slice i, m block mi, k step ks: uniform
+    // addresses), B's slices of the warpgroup's columns
+    const u32 a_lo = desc_lo((u32)__cvta_generic_to_shared(smem));
+    const u32 b_lo = desc_lo((u32)__cvta_generic_to_shared(b_slices)) + (u32)(wn * WNT * KD / 2);
+#else
     const int a_lane = wm * WMT * KS * 32 + lane;  // the lane's A fragment (uint4) of slice 1
 #if A_SMEM  // (its shared-memory address, else its index in a_frag)
     const unsigned a_base = (unsigned)__cvta_generic_to_shared(smem) + 16u * a_lane;
@@ -129,83 +170,116 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
     const unsigned a_base = a_lane;
 #endif
     const unsigned b_lane = ldmatrix_lane(b_slices, wn, lane);  // in B's slice 1
+#endif
     const long long tiles = (groups + NC - 1) / NC;
     __syncthreads();
-    double2 x[MPT];
-    long long base;
-#if PREFETCH
-    if (blockIdx.x < tiles) fetch(psi, blockIdx.x * (long long)NC + scol, groups, sorted, sq, moff, x, base);
-#endif
-    for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-#if !PREFETCH
-        fetch(psi, tile * NC + scol, groups, sorted, sq, moff, x, base);
-#endif
-        // 1. split the tile's columns into shared memory:
-        //    r_j = 2**(-BITS j) (the CPU's r at step j), Q = clip(rint), r_{j+1} = r_j - Q (exact)
-        {
-            int e;
-            bool finite;
-            column_scale(x, e, finite);
-            const bool live = base >= 0;
-            if (sq == 0) {
-                col_base[scol] = base;
-                col_e[scol] = (live && finite) ? e : NOT_FINITE;
-                if (live && !finite) atomicOr(flag, 1);
-            }
+
+    // 1. split a tile's columns into shared memory:
+    //    r_j = 2**(-BITS j) (the CPU's r at step j), Q = clip(rint), r_{j+1} = r_j - Q (exact)
+    auto split = [&](const double2 (&x)[MPT], long long base) {
+        int e;
+        bool finite;
+        column_scale(x, e, finite);
+        const bool live = base >= 0;
+        if (sq == 0) {
+            col_base[scol] = base;
+            col_e[scol] = (live && finite) ? e : NOT_FINITE;
+            if (live && !finite) atomicOr(flag, 1);
+        }
 #pragma unroll
-            for (int part = 0; part < 2; ++part) {
+        for (int part = 0; part < 2; ++part) {
 #pragma unroll
-                for (int i0 = 0; i0 < MPT; i0 += 4) {
-                    double r[4];
+            for (int i0 = 0; i0 < MPT; i0 += 4) {
+                double r[4];
 #pragma unroll
-                    for (int u = 0; u < 4; ++u)
-                        r[u] = scale2(part ? x[i0 + u].y : x[i0 + u].x, BITS - e);  // |r| < 2**BITS
-                    unsigned* dst = b_slices + scol * W + (part * K + sq * MPT + i0) / 4;
-                    bool clip = false;  // |r| >= 2**BITS - 1/2: a slice may reach the clip
+                for (int u = 0; u < 4; ++u)
+                    r[u] = scale2(part ? x[i0 + u].y : x[i0 + u].x, BITS - e);  // |r| < 2**BITS
+                unsigned* dst = b_slices + B_WORD(scol, part * K + sq * MPT + i0);
+                bool clip = false;  // |r| >= 2**BITS - 1/2: a slice may reach the clip
 #pragma unroll
-                    for (int u = 0; u < 4; ++u) clip = clip || !(fabs(r[u]) < (double)(1 << BITS) - 0.5);
-                    if (__any_sync(0xffffffffu, clip)) {
+                for (int u = 0; u < 4; ++u) clip = clip || !(fabs(r[u]) < (double)(1 << BITS) - 0.5);
+                if (__any_sync(0xffffffffu, clip)) {
 #pragma unroll
-                        for (int j = 0; j < S; ++j) {
-                            const double magic = round_magic(j);
-                            const double lim = slice_limit(j);
-                            unsigned word = 0;
+                    for (int j = 0; j < S; ++j) {
+                        const double magic = round_magic(j);
+                        const double lim = slice_limit(j);
+                        unsigned word = 0;
 #pragma unroll
-                            for (int u = 0; u < 4; ++u) {
-                                const double y = r[u] + magic;
-                                const double q = fmin(fmax(y - magic, -lim), lim);
-                                const int digit = max(min(__double2loint(y), (1 << BITS) - 1), 1 - (1 << BITS));
-                                word |= ((unsigned)digit & 0xffu) << (8 * u);
-                                r[u] -= q;  // exact
-                            }
-                            dst[j * NC * W] = word;
+                        for (int u = 0; u < 4; ++u) {
+                            const double y = r[u] + magic;
+                            const double q = fmin(fmax(y - magic, -lim), lim);
+                            const int digit = max(min(__double2loint(y), (1 << BITS) - 1), 1 - (1 << BITS));
+                            word |= ((unsigned)digit & 0xffu) << (8 * u);
+                            r[u] -= q;  // exact
                         }
-                    } else {  // no clip anywhere (|r_0| < 2**BITS - 1/2, then |r_j| <= 2**(BITS-1))
+                        dst[j * B_PLANE_WORDS] = word;
+                    }
+                } else {  // no clip anywhere (|r_0| < 2**BITS - 1/2, then |r_j| <= 2**(BITS-1))
 #pragma unroll
-                        for (int j = 0; j < S; ++j) {
-                            const double magic = round_magic(j);
-                            unsigned word = 0;
+                    for (int j = 0; j < S; ++j) {
+                        const double magic = round_magic(j);
+                        unsigned word = 0;
 #pragma unroll
-                            for (int u = 0; u < 4; ++u) {
-                                const double y = r[u] + magic;
-                                word |= ((unsigned)__double2loint(y) & 0xffu) << (8 * u);
-                                r[u] -= y - magic;  // exact
-                            }
-                            dst[j * NC * W] = word;
+                        for (int u = 0; u < 4; ++u) {
+                            const double y = r[u] + magic;
+                            word |= ((unsigned)__double2loint(y) & 0xffu) << (8 * u);
+                            r[u] -= y - magic;  // exact
                         }
+                        dst[j * B_PLANE_WORDS] = word;
                     }
                 }
             }
         }
-        __syncthreads();
-#if PREFETCH
-        const long long next = tile + gridDim.x;
-        if (next < tiles) fetch(psi, next * NC + scol, groups, sorted, sq, moff, x, base);
+#if WGMMA  // (the slices, written by the generic proxy, are read by wgmma's async proxy)
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
-        // 2.-3. the grouped slice products and their FP64 accumulation. The i loop is unrolled
-        // (each slice's address an immediate offset, the guard uniform); with UNROLL the t loop
-        // too, so the guards and the accumulation's first step are resolved at compile time.
+    };
+
+    // 2.-3. the grouped slice products, their FP64 accumulation, the write-back
+    auto multiply = [&]() {
         double acc[WMT][WNT][4];
+#if WGMMA
+        // P_t of the warpgroup's 64 x 32 outputs a m block: wgmma m64n32k32 with A and B by
+        // descriptor (B: slice t - i - 1 of the tile); the first product of each P_t overwrites
+        // the accumulator. The i loop is unrolled (its guard uniform).
+#pragma unroll 1
+        for (int t = S + 1; t >= 2; --t) {
+            int p[WMT][16];
+            const u32 bt = b_lo + (u32)((t - 2) * NC * KD / 16);  // slice t - 2 (i = 1)
+            wg_fence();
+#pragma unroll
+            for (int i = 1; i <= S; ++i) {
+                if (i < t) {
+#pragma unroll
+                    for (int ks = 0; ks < KS; ++ks) {
+                        const u32 db = bt - (u32)((i - 1) * NC * KD / 16) + 16 * ks;
+#pragma unroll
+                        for (int mi = 0; mi < WMT; ++mi) {
+                            const u32 da = a_lo + (u32)(((i - 1) * 2 * K * KD + mi * 64 * KD) / 16 + 16 * ks);
+                            wgmma_n32_ss(p[mi], da, db, DESC_HI(KD), i > 1 || ks > 0);
+                        }
+                    }
+                }
+            }
+            wg_commit();
+            wg_wait<0>();
+#pragma unroll
+            for (int mi = 0; mi < WMT; ++mi) fence_acc16(p[mi]);
+            const double w = __longlong_as_double((long long)(1023 - t * BITS) << 52);
+#pragma unroll
+            for (int mi = 0; mi < WMT; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+                    for (int v = 0; v < 4; ++v) {
+                        const double pv = small_to_double(p[mi][4 * ni + v]);  // exact
+                        acc[mi][ni][v] = (t == S + 1) ? pv * w : fma(pv, w, acc[mi][ni][v]);
+                    }
+        }
+#else
+        // mma.sync m16n8k32: the i loop is unrolled (each slice's address an immediate offset,
+        // the guard uniform); with UNROLL the t loop too, so the guards and the accumulation's
+        // first step are resolved at compile time.
 #if UNROLL
 #pragma unroll
 #else
@@ -255,12 +329,13 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
                         acc[mi][ni][v] = (t == S + 1) ? pv * w : fma(pv, w, acc[mi][ni][v]);
                     }
         }
-        // write back (out_member, out_column): acc 2**(eA[member] + e[column]), a multiplication
+#endif
+        // write back (member, out_column): acc 2**(eA[member] + e[column]), a multiplication
         // by a normal power of two wherever the warp's exponents allow (scale2 otherwise)
         bool normal = true;
 #pragma unroll
         for (int mi = 0; mi < WMT; ++mi) {
-            const int ea = __ldg(a_exp + out_member(wm, mi, g));
+            const int ea = __ldg(a_exp + 8 * MTILE(wm, mi) + g);
 #pragma unroll
             for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
@@ -272,7 +347,7 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
         const bool fast = __all_sync(0xffffffffu, normal);
 #pragma unroll
         for (int mi = 0; mi < WMT; ++mi) {
-            const int member = out_member(wm, mi, g);
+            const int member = 8 * MTILE(wm, mi) + g;
             const int ea = __ldg(a_exp + member);
             const long long off = moff[member];
 #pragma unroll
@@ -293,6 +368,24 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
                     psi[col_base[col] + off] = out;
                 }
         }
+    };
+
+    double2 x[MPT];
+    long long base;
+#if PREFETCH
+    if (blockIdx.x < tiles) fetch(psi, blockIdx.x * (long long)NC + scol, groups, sorted, sq, moff, x, base);
+#endif
+    for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+#if !PREFETCH
+        fetch(psi, tile * NC + scol, groups, sorted, sq, moff, x, base);
+#endif
+        split(x, base);
+        __syncthreads();
+#if PREFETCH
+        const long long next = tile + gridDim.x;
+        if (next < tiles) fetch(psi, next * NC + scol, groups, sorted, sq, moff, x, base);
+#endif
+        multiply();
         __syncthreads();  // the next tile's split overwrites the slices and the column tables
     }
 }

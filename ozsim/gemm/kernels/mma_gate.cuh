@@ -20,11 +20,13 @@
 #define MPT (K >= 16 ? K / 4 : 4)     // members per thread in the split
 #endif
 #define TPC (K / MPT)                 // threads per column
+#ifndef THREADS  // (int8_gate_mma.cu's wgmma form may take one warpgroup, 128)
 #define THREADS 256
+#endif
 #define NC (THREADS / TPC)            // columns per tile
 #define NT (NC / 8)                   // n tiles of 8 columns
 #define WGM (MT < 4 ? MT : 4)         // warps along m
-#define WGN (8 / WGM)                 // warps along n
+#define WGN (THREADS / 32 / WGM)      // warps along n
 #define WMT (MT / WGM)                // m tiles per warp
 #define WNT (NT / WGN)                // n tiles per warp
 #define A_STRIDE (MT * KS * 32)        // A fragments (uint4) per plane

@@ -21,28 +21,34 @@ Two kernels:
   memory, A's slices as ready-made mma fragments (:func:`mma_fragments`, made once per gate and
   ``s``): ``4 s (s + 1) max(2**d, 16)`` INT8 operations per amplitude (the real embedding
   ``[[Ar, -Ai], [Ai, Ar]]`` of ``s (s + 1) / 2`` slice products), ``2 s`` FP64 operations to cut
-  its slices and ``4 s`` to accumulate.
+  its slices and ``4 s`` to accumulate. At ``d = 5, 6`` on Hopper the same kernel's wgmma form
+  (``-DWGMMA=1``, compiled for ``sm_90a``; :data:`WGMMA_THREADS`): A as a core-matrix image in
+  shared memory (:func:`wgmma_image`), where it fits (``d = 6``: ``s <= 9``);
+  ``OZSIM_INT8_WGMMA=0`` keeps ``mma.sync``. Same bits either way.
 
 ``int8-auto``'s statistics cost one extra read of the state (``int8_gate_stats`` /
 ``int8_gate_mma_stats``: a histogram in shared memory, one atomic add per nonzero scalar).
 
 Measured (H200, N = 30, ``int8-auto`` T = 1, statistics included; ``benchmarks/RESULTS.md``
-section 2): 2.9x the copy floor at d = 3, 4, 3.9x at 5, 6.1x at 6.
+section 2): 2.9x the copy floor at d = 3, 4; with mma.sync 3.9x at 5, 6.1x at 6 (the kernel
+alone at s = 8: 3.3x and 5.3x; with wgmma 2.9x and 4.5x).
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import cupy as cp
 import numpy as np
 
+from ... import config
 from ...errors import NonFiniteError
 from .. import _mma_gate
-from .._gpu import _sms, raw_module
+from .._gpu import _sms, raw_module, resident_blocks, set_dynamic_smem, sm90a_module
 from .scheme import _MAX_EXP_DIFF, MIN_SPLITS, bits_per_slice, choose_num_splits
 
-__all__ = ["MAX_QUBITS", "apply", "statistics"]
+__all__ = ["MAX_QUBITS", "WGMMA_THREADS", "apply", "statistics", "wgmma_image"]
 
 #: Largest gate of the one-pass kernels.
 MAX_QUBITS = 6
@@ -54,6 +60,12 @@ _KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 _SOURCE = _KERNELS / "int8_gate.cu"
 _MMA_SOURCE = _KERNELS / "int8_gate_mma.cu"
 _MEMCPY_D2D = 3
+#: Threads a block of the wgmma form of ``int8_gate_mma.cu`` (Hopper) by gate size: at d = 5 one
+#: warpgroup (four blocks an SM), at d = 6 two (one block, 224 registers a thread). H200, N = 30,
+#: s = 8, kernel alone: d = 5 2.9x the copy floor (256 threads 3.1-3.2x), d = 6 4.5x (128
+#: threads 6.1x).
+WGMMA_THREADS = {5: 128, 6: 256}
+_wgmma_state: dict = {}
 
 
 def _module(d: int, s: int, bits: int, device: int):
@@ -63,11 +75,60 @@ def _module(d: int, s: int, bits: int, device: int):
                                 f"-DBITS={bits}"))
 
 
-def mma_smem_bytes(d: int, s: int) -> int:
+def mma_smem_bytes(d: int, s: int, wgmma: bool = False) -> int:
     """Dynamic shared memory of ``int8_gate_mma`` in bytes: B's ``s`` slices of a tile, and at
-    ``d <= 5`` A's fragments beside them."""
+    ``d <= 5`` A's fragments beside them; ``wgmma``: the wgmma form's (B's slices without
+    padding, A's image at both d)."""
+    if wgmma:
+        nc, kd, _ = _mma_gate.tile(d, threads=WGMMA_THREADS[d])
+        return s * nc * kd + _mma_gate.a_fragment_bytes(d, s)
     nc, _, w = _mma_gate.tile(d)
     return 4 * s * nc * w + (_mma_gate.a_fragment_bytes(d, s) if d <= 5 else 0)
+
+
+def _wgmma_kernel(d: int, s: int):
+    """The wgmma form's kernel for ``(d, s)`` on this device and its dynamic shared memory, or
+    ``None`` where it does not run: ``d`` not in :data:`WGMMA_THREADS`, ``OZSIM_INT8_WGMMA=0``,
+    not compute capability 9.0, more shared memory than a block may have, or NVRTC without
+    ``sm_90a`` (then the reason is kept in ``_wgmma_state["error"]`` and a ``RuntimeWarning``
+    says it once; same bits through mma.sync)."""
+    if d not in WGMMA_THREADS or config.get("OZSIM_INT8_WGMMA") != "1":
+        return None
+    dev = cp.cuda.Device()
+    key = (dev.id, d, s)
+    if key not in _wgmma_state:
+        found = None
+        smem = mma_smem_bytes(d, s, wgmma=True)
+        if (dev.compute_capability == "90"
+                and smem <= dev.attributes["MaxSharedMemoryPerBlockOptin"]
+                and "error" not in _wgmma_state):
+            try:
+                kernel = sm90a_module(_MMA_SOURCE, (
+                    "-std=c++17", f"-DGATE_QUBITS={d}", f"-DSPLITS={s}", "-DWGMMA=1",
+                    f"-DTHREADS={WGMMA_THREADS[d]}")).get_function("int8_gate_mma")
+                set_dynamic_smem(kernel, smem)
+                found = (kernel, smem, resident_blocks(kernel, WGMMA_THREADS[d], smem))
+            except RuntimeError as exc:  # no sm_90a in this NVRTC: mma.sync, same bits
+                _wgmma_state["error"] = str(exc)
+                warnings.warn(f"scheme I's wgmma gate kernel is unavailable, mma.sync runs "
+                              f"instead (same results, slower): {exc}", RuntimeWarning,
+                              stacklevel=2)
+        _wgmma_state[key] = found
+    return _wgmma_state[key]
+
+
+def wgmma_image(prep, s: int):
+    """A's ``s`` slices as the wgmma form's A operand (:func:`ozsim.gemm._mma_gate.core_image`),
+    made once per gate and ``s`` and cached beside the operand's splits."""
+    key = ("wgmma-image", s)
+    image = prep._splits.get(key)
+    if image is None:
+        k = prep.shape[1]
+        sl = prep.split(s, bits_per_slice(k)).slices  # (2K, s, K): Re rows, then Im rows
+        image = _mma_gate.core_image(cp.transpose(sl[:k], (1, 0, 2)),
+                                     cp.transpose(sl[k:], (1, 0, 2)))
+        prep._splits[key] = image
+    return image
 
 
 def mma_fragments(prep, s: int):
@@ -145,24 +206,34 @@ def apply(psi, prep, positions, num_splits: int | None, T: float):
         s = choose_num_splits(prep.histogram, hist_b, bits, T)
         if s is None:
             return None, hist_b
-    mod = _module(d, s, bits, cp.cuda.Device().id)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
     if d > MAX_SCALAR_QUBITS:
-        _apply_mma(mod, psi, prep, positions, s, groups, flag)
+        _apply_mma(psi, prep, positions, s, groups, flag)
     else:
-        _apply_scalar(mod, psi, prep, positions, s, bits, groups, flag)
+        _apply_scalar(_module(d, s, bits, cp.cuda.Device().id), psi, prep, positions, s, bits,
+                      groups, flag)
     if hist_b is None and int(flag.get()[0]):  # (int8-auto checked in its statistics pass)
         raise NonFiniteError("the state vector has NaN or Inf amplitudes")
     return s, hist_b
 
 
-def _apply_mma(mod, psi, prep, positions, s, groups, flag):
-    nc = _mma_gate.tile(len(positions))[0]
-    frags = mma_fragments(prep, s)
+def _apply_mma(psi, prep, positions, s, groups, flag):
+    d = len(positions)
     exps = cp.ascontiguousarray(prep.exponents, dtype=cp.int32)
-    kernel = mod.get_function("int8_gate_mma")
-    smem = mma_smem_bytes(len(positions), s)
+    wgmma = _wgmma_kernel(d, s)
+    if wgmma is not None:  # a persistent grid of the blocks the multiprocessors hold at once
+        kernel, smem, per_sm = wgmma
+        threads = WGMMA_THREADS[d]
+        nc = _mma_gate.tile(d, threads=threads)[0]
+        blocks = int(max(1, min(-(-groups // nc), per_sm * _sms())))
+        kernel((blocks,), (threads,), (psi, np.int64(groups), *_positions(positions),
+                                       wgmma_image(prep, s), exps, flag), shared_mem=smem)
+        return
+    nc = _mma_gate.tile(d)[0]
+    frags = mma_fragments(prep, s)
+    kernel = _module(d, s, bits_per_slice(1 << d), cp.cuda.Device().id).get_function("int8_gate_mma")
+    smem = mma_smem_bytes(d, s)
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
     blocks = int(max(1, min(-(-groups // nc), 8 * _sms())))
