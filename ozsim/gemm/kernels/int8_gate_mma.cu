@@ -116,6 +116,21 @@ __device__ __forceinline__ uint4 a_fragment(const uint4* __restrict__ a_frag, un
 #endif
 }
 
+#ifndef ACC_CVT  // P_t to FP64 by the conversion unit (1) or by the 2**52 + 2**31 trick (0):
+// both exact; H200, N = 30, s = 8, the conversion unit 2.10 -> 2.00x the floor at d = 3, 2.19 ->
+// 2.12x at 4, 2.98 -> 2.89x at 5 (wgmma), 4.58 -> 4.52x at 6 (wgmma); 5.27 -> 5.43x at 6 with
+// mma.sync, which keeps the trick
+#define ACC_CVT (WGMMA || D <= 5)
+#endif
+__device__ __forceinline__ double to_double(int v)
+{
+#if ACC_CVT
+    return (double)v;  // (exact)
+#else
+    return small_to_double(v);
+#endif
+}
+
 // x, opaque to the compiler: addresses derived from it are formed where they are used, not
 // hoisted out of the tile loop (the unrolled products would hold every slice's address live)
 __device__ __forceinline__ unsigned opaque(unsigned x)
@@ -272,7 +287,7 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
                 for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
                     for (int v = 0; v < 4; ++v) {
-                        const double pv = small_to_double(p[mi][4 * ni + v]);  // exact
+                        const double pv = to_double(p[mi][4 * ni + v]);  // exact
                         acc[mi][ni][v] = (t == S + 1) ? pv * w : fma(pv, w, acc[mi][ni][v]);
                     }
         }
@@ -325,7 +340,7 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
                 for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
                     for (int v = 0; v < 4; ++v) {
-                        const double pv = small_to_double(p[mi][ni][v]);  // exact
+                        const double pv = to_double(p[mi][ni][v]);  // exact
                         acc[mi][ni][v] = (t == S + 1) ? pv * w : fma(pv, w, acc[mi][ni][v]);
                     }
         }
