@@ -10,7 +10,8 @@ CUDA modules        :func:`raw_module`: a ``cupy.RawModule`` of a ``kernels/*.cu
                     headers inlined by :func:`load_source`), cached per file and options;
                     :func:`sm90a_module` the same for ``sm_90a`` (``wgmma``), and
                     :func:`set_dynamic_smem`
-device              :func:`_sms` (multiprocessors), :data:`_THREADS` (threads per block)
+device              :func:`_sms` (multiprocessors), :data:`_THREADS` (threads per block),
+                    :func:`resident_blocks` (a kernel's blocks a multiprocessor holds)
 stage timing        :func:`profile_stages` and :func:`_stage` (CUDA events per stage)
 operands            :func:`_strides` (element strides), :func:`padded_k` (stored inner dimension)
 INT8 GEMMs          ``cublasGemmEx`` INT8 -> INT32 "TN" products (:func:`_gemm_tn`), in pieces of
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 from pathlib import Path
 
 import cupy as cp
@@ -135,12 +137,10 @@ def resident_blocks(func, threads: int, smem: int) -> int:
     return max(1, int(num.value))
 
 
+@functools.lru_cache(maxsize=1)
 def _libcuda():
     """The CUDA driver library (``ctypes``), loaded once."""
-    lib = _modules.get("libcuda")
-    if lib is None:
-        lib = _modules["libcuda"] = ctypes.CDLL("libcuda.so.1")
-    return lib
+    return ctypes.CDLL("libcuda.so.1")
 
 
 # -- device -------------------------------------------------------------------------------------

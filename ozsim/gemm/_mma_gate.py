@@ -1,11 +1,13 @@
 """Host side of the tensor-core one-pass gates (private; imports CuPy): the tile shape of
-``kernels/mma_gate.cuh`` and the A operand as ready-made ``mma.sync`` fragments.
+``kernels/mma_gate.cuh`` and the A operand as ready-made ``mma.sync`` fragments, or as the
+core-matrix image ``wgmma`` reads from shared memory (:func:`core_image`).
 
 Imported by :mod:`ozsim.gemm.ozaki1.onepass` (``int8_gate_mma.cu``: A's slices) and
 :mod:`ozsim.gemm.ozaki2.onepass` (``crt_gate_mma.cu``: A's residues, one plane per modulus).
 
 References:
-    PTX ISA, "Matrix Fragments for mma.m16n8k32" (``.s8``) and ``ldmatrix``.
+    PTX ISA, "Matrix Fragments for mma.m16n8k32" (``.s8``) and ``ldmatrix``; "Asynchronous
+    Warpgroup Level Matrix Shared Memory Layout" (core matrices, matrix descriptors).
 """
 
 from __future__ import annotations

@@ -120,29 +120,26 @@ def _wgmma_kernel(d: int, s: int):
 def wgmma_image(prep, s: int):
     """A's ``s`` slices as the wgmma form's A operand (:func:`ozsim.gemm._mma_gate.core_image`),
     made once per gate and ``s`` and cached beside the operand's splits."""
-    key = ("wgmma-image", s)
-    image = prep._splits.get(key)
-    if image is None:
-        k = prep.shape[1]
-        sl = prep.split(s, bits_per_slice(k)).slices  # (2K, s, K): Re rows, then Im rows
-        image = _mma_gate.core_image(cp.transpose(sl[:k], (1, 0, 2)),
-                                     cp.transpose(sl[k:], (1, 0, 2)))
-        prep._splits[key] = image
-    return image
+    return _slices_as(prep, s, "wgmma-image", _mma_gate.core_image)
 
 
 def mma_fragments(prep, s: int):
     """A's ``s`` slices as ``mma.sync`` A fragments (:func:`ozsim.gemm._mma_gate.a_fragments`),
     made once per gate and ``s`` and cached beside the operand's splits."""
-    key = ("mma-fragments", s)
-    frags = prep._splits.get(key)
-    if frags is None:
+    return _slices_as(prep, s, "mma-fragments", _mma_gate.a_fragments)
+
+
+def _slices_as(prep, s: int, name: str, layout):
+    """``layout(re, im)`` of A's ``s`` slices (``(s, K, K)`` each), cached in ``prep._splits``
+    under ``(name, s)``."""
+    key = (name, s)
+    out = prep._splits.get(key)
+    if out is None:
         k = prep.shape[1]
         sl = prep.split(s, bits_per_slice(k)).slices  # (2K, s, K): Re rows, then Im rows
-        frags = _mma_gate.a_fragments(cp.transpose(sl[:k], (1, 0, 2)),
-                                      cp.transpose(sl[k:], (1, 0, 2)))
-        prep._splits[key] = frags
-    return frags
+        out = prep._splits[key] = layout(cp.transpose(sl[:k], (1, 0, 2)),
+                                         cp.transpose(sl[k:], (1, 0, 2)))
+    return out
 
 
 def _positions(positions) -> list[np.int32]:
