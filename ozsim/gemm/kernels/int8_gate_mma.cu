@@ -168,10 +168,9 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
     int sorted[D];
     sort_positions(pos, sorted);
     member_table(moff, pos);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int tid = threadIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int scol = tid / TPC, sq = tid % TPC;  // the split's column and place in it
-    const int wm = (tid >> 5) % WGM, wn = (tid >> 5) / WGM;  // the warp's place in the output tile
+    const int wm = warp % WGM, wn = warp / WGM;  // the warp's place in the output tile
     const int g = lane >> 2, tq = lane & 3;      // mma fragment coordinates
 #if WGMMA  // descriptors' low words: A's image (slice i, m block mi, k step ks: uniform
     // addresses), B's slices of the warpgroup's columns
