@@ -61,7 +61,7 @@ _SOURCE = _KERNELS / "int8_gate.cu"
 _MMA_SOURCE = _KERNELS / "int8_gate_mma.cu"
 _MEMCPY_D2D = 3
 #: Threads a block of the wgmma form of ``int8_gate_mma.cu`` (Hopper) by gate size: at d = 5 one
-#: warpgroup (four blocks an SM), at d = 6 two (one block, 224 registers a thread). H200, N = 30,
+#: warpgroup (four blocks an SM), at d = 6 two (one block, 232 registers a thread). H200, N = 30,
 #: s = 8, kernel alone: d = 5 2.9x the copy floor (256 threads 3.1-3.2x), d = 6 4.5x (128
 #: threads 6.1x).
 WGMMA_THREADS = {5: 128, 6: 256}
