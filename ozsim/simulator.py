@@ -892,7 +892,8 @@ class _Run:
         hits = cache.hits
         gate = cache.get(backend if prec == "double" else f"{backend}/{prec}", sv.device,
                          np.asarray(matrix),
-                         lambda: gemm_prepare(self.xp.asarray(matrix), backend, prec))
+                         lambda: gemm_prepare(self.xp.asarray(matrix), backend, prec,
+                                              host=matrix if self.xp is not np else None))
         self.gates_reused += cache.hits - hits
         if self.auto is not None and self.xp is not np:  # pragma: no cover - GPU
             start = self.xp.cuda.Event()

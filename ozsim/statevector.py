@@ -420,11 +420,12 @@ def pad_gate(matrix, qubits: tuple[int, ...], backend: str, num_qubits: int,
     return np.kron(np.eye(1 << (target - d)), matrix), tuple(qubits) + partners
 
 
-def gemm_prepare(matrix, backend: str, precision: str = "double"):
+def gemm_prepare(matrix, backend: str, precision: str = "double", host=None):
     """The A operand for :meth:`StateVector.apply`: a :class:`PreparedOperand` for the scheme I
     INT8 backends (exponents, loss histogram and slices computed once per gate), a
     :class:`~ozsim.gemm.PreparedCRTOperand` for scheme II (norm exponents, the auto rule's
     statistics and the residues of every modulus computed once per gate), the matrix itself
     otherwise; in single precision the single-precision scheme's operand (the gate rounded to
-    complex64 at least)."""
-    return registry.parse(backend, precision).scheme.prepare(matrix)
+    complex64 at least). ``host``: the same matrix as NumPy where ``matrix`` is on the device
+    (a scheme may analyse it there instead, without waiting for the device)."""
+    return registry.parse(backend, precision).scheme.prepare(matrix, host=host)

@@ -179,6 +179,35 @@ def test_mean_loss_by_hand():
     assert choose_num_splits(hist, hist, 7, 4.0) == 8
 
 
+def test_choose_num_splits_is_the_first_s_both_mean_losses_allow():
+    """The vectorised rule against its definition (ozIMMU Sec. 4.4): the first s in 3..18 whose
+    mean_loss is <= T for both operands, on random histograms (empty, narrow, wide, both
+    significands), thresholds at and between the losses."""
+    from ozsim.gemm.ozaki1.scheme import MAX_SPLITS, MIN_SPLITS, fewest_splits
+
+    rng = np.random.default_rng(12)
+    picked = set()
+    for _ in range(600):
+        hists = []
+        for _ in range(2):
+            h = np.zeros(2201, dtype=np.int64)
+            k = int(rng.integers(0, 40))
+            np.add.at(h, rng.integers(0, int(rng.choice([12, 80, 2201])), k),
+                      rng.integers(1, 2**int(rng.integers(1, 31)), k))
+            hists.append(h)
+        bits, p = int(rng.choice([6, 7])), int(rng.choice([53, 24]))
+        T = float(rng.choice([0.0, 0.5, 1.0, 3.0, 17.0]))
+        want = next((s for s in range(MIN_SPLITS, MAX_SPLITS + 1)
+                     if mean_loss(hists[0], s, bits, p) <= T
+                     and mean_loss(hists[1], s, bits, p) <= T), None)
+        assert choose_num_splits(*hists, bits, T, p) == want
+        one = fewest_splits(hists[0], bits, T, p)
+        assert one == next((s for s in range(MIN_SPLITS, MAX_SPLITS + 1)
+                            if mean_loss(hists[0], s, bits, p) <= T), None)
+        picked.add(want)
+    assert None in picked and len(picked) > 5  # (the cases reach both ends of the range)
+
+
 def test_auto_counts_nonzeros_only_on_the_first_gate():
     """|0...0> has one nonzero: the literal ozIMMU mean (zeros included) would pick s = 3."""
     rng = np.random.default_rng(3)

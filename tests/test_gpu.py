@@ -154,6 +154,24 @@ def test_blocking_strides_and_out_do_not_change_bits():
     assert cp.isnan(out_big[:, 1::2]).all()  # untouched
 
 
+@pytest.mark.parametrize("phi", PHIS)
+def test_prepared_operand_analysed_on_the_host_is_the_gpu_analysis(phi):
+    """PreparedOperand(matrix, host=...): exponents and loss histogram from the NumPy copy equal
+    the GPU kernel's, and its slices the same bits; NaN in the host copy raises."""
+    rng = np.random.default_rng(int(10 * phi))
+    a = ozaki_matrix(rng, 32, 32, phi)
+    a[3, :5] = 0
+    a[7] = 0
+    gpu, host = PreparedOperand(cp.asarray(a)), PreparedOperand(cp.asarray(a), host=a)
+    assert isinstance(host.exponents, cp.ndarray)
+    np.testing.assert_array_equal(host.exponents.get(), gpu.exponents.get())
+    np.testing.assert_array_equal(host.histogram, gpu.histogram)
+    np.testing.assert_array_equal(host.split(8, 7).slices.get(), gpu.split(8, 7).slices.get())
+    a[1, 1] = np.nan
+    with pytest.raises(NonFiniteError):
+        PreparedOperand(cp.asarray(a), host=a)
+
+
 @pytest.mark.parametrize("T", [0.0, 1.0])
 @pytest.mark.parametrize("phi", PHIS)
 def test_int8_auto_chooses_the_same_splits(T, phi):

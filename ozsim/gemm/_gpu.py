@@ -137,6 +137,22 @@ def resident_blocks(func, threads: int, smem: int) -> int:
     return max(1, int(num.value))
 
 
+_resident: dict = {}
+
+
+def persistent_grid(func, threads: int, smem: int, work: int) -> int:
+    """Blocks of a persistent (grid-stride) launch of ``func`` over ``work`` tiles: at most what
+    the multiprocessors hold at once (:func:`resident_blocks`, cached per kernel), so that no
+    block waits for a second wave while the others are done. (A fixed 8 blocks a
+    multiprocessor leaves a partial second wave wherever 8 is not a multiple of what fits.)
+    ``func``: a ``cupy.RawKernel`` or ``cupy.cuda.function.Function``."""
+    func = getattr(func, "kernel", func)  # (a RawKernel's loaded Function)
+    key = (func.ptr, int(threads), int(smem))
+    if key not in _resident:
+        _resident[key] = resident_blocks(func, threads, smem)
+    return int(max(1, min(work, _resident[key] * _sms())))
+
+
 @functools.lru_cache(maxsize=1)
 def _libcuda():
     """The CUDA driver library (``ctypes``), loaded once."""

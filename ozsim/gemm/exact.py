@@ -334,7 +334,7 @@ def cr_zgemm(a, b, family: str, *, b_exponents=None, out=None, workspace_bytes: 
     return out, s_a, s_b, bits
 
 
-def prepare(matrix) -> PreparedOperand:
+def prepare(matrix, host=None) -> PreparedOperand:
     """The gate operand, analysed once (exponents; its slice count and slices cached)."""
     return PreparedOperand(matrix)
 

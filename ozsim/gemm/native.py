@@ -48,6 +48,6 @@ def apply_one_pass(psi, gate, positions, backend, T) -> GemmInfo:  # pragma: no 
     return GemmInfo(backend.name, None)
 
 
-def prepare(matrix):
+def prepare(matrix, host=None):
     """Native ZGEMM needs no preparation: the matrix itself."""
     return matrix

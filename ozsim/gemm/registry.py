@@ -97,7 +97,9 @@ class Scheme:
         accuracy: its accuracy knobs, one line.
         reference: the paper and section of the algorithm.
         run: ``run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes) -> (C, info)``.
-        prepare: ``prepare(matrix)``: the gate operand for repeated products.
+        prepare: ``prepare(matrix, host=None)``: the gate operand for repeated products
+            (``host``: the same matrix as NumPy where ``matrix`` is on the device; a scheme may
+            analyse it there without waiting for the device).
         one_pass_qubits: device -> the largest gate its one-pass kernel applies in place
             (one read and one write of the state; absent: the device has none).
         apply_one_pass: ``apply_one_pass(psi, gate, positions, backend, T) -> GemmInfo``: that
@@ -144,9 +146,8 @@ class Scheme:
 # ~60 TFLOP/s at d = 12. One-pass kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to
 # 1.05 times one pass at d <= 3 (CUDA cores), 1.15, 1.10, 2.1 at d = 4, 5, 6 (tensor cores,
 # m16n8k8 f64, an H200; with m8n8k4 1.17, 1.55, 2.78; the GEMM path took 3.4 at d = 6); scheme I
-# (H100)
-# (int8-auto at T = 1, s = 8, statistics pass included) 2.8 to 4.5 at d = 3..6 (the tensor-core
-# kernel); scheme II (int8-crt-auto at T = 0: 15 moduli for a Haar gate, no statistics pass;
+# (int8-auto at T = 1, s = 8, statistics pass included; an H200) 2.7, 2.8, 3.4, 5.2 at d = 3..6
+# (the tensor-core kernel, wgmma at 5, 6); scheme II (int8-crt-auto at T = 0: 15 moduli for a Haar gate, no statistics pass;
 # H100) 3.6 and 4.5 at d = 3 (B as byte digits), 4 (tensor cores); on an H200 5.2, 6.5, 7.0 at
 # d = 3, 4, 5 (d = 5 scaled into the H100 column by 7.0 / 6.5). Both apply 1- and 2-qubit
 # gates as 3-qubit ones (pad_gates: their CUDA-core kernels took 3.1 / 4.8 and 16.5 / 6.5
@@ -179,7 +180,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 1.8e9, 120, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 2.7e13, 20, 1e-4, 12, one_pass_qubits=6,
-                                one_pass_passes=(2.9, 2.9, 2.9, 2.9, 3.6, 5.4))},
+                                one_pass_passes=(2.7, 2.7, 2.7, 2.8, 3.4, 5.2))},
         accuracy="s slices keep 7s bits; int8-auto: T = mean mantissa loss in bits (>= 0)",
         reference="Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU), Alg. 3-4 and Sec. 4.4",
         run=ozaki1_backend.run,
@@ -365,7 +366,7 @@ def _single_run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
                check_finite=check_finite)
 
 
-def _single_prepare(matrix):
+def _single_prepare(matrix, host=None):
     """A single-precision gate operand: the matrix rounded to complex64 (once per gate)."""
     return matrix.astype("complex64")
 

@@ -18,7 +18,7 @@ from .scheme import MAX_SPLITS, bits_per_slice, choose_num_splits, fp16_zgemm
 __all__ = ["prepare", "run"]
 
 
-def prepare(matrix) -> PreparedOperand:
+def prepare(matrix, host=None) -> PreparedOperand:
     """The gate operand, analysed once (exponents, loss histogram; slices cached per ``s``)."""
     return PreparedOperand(matrix)
 

@@ -21,9 +21,10 @@ from .scheme import (
 __all__ = ["apply_one_pass", "prepare", "run"]
 
 
-def prepare(matrix) -> PreparedOperand:
-    """The gate operand, analysed once (exponents, loss histogram; slices cached per ``s``)."""
-    return PreparedOperand(matrix)
+def prepare(matrix, host=None) -> PreparedOperand:
+    """The gate operand, analysed once (exponents, loss histogram; slices cached per ``s``);
+    ``host``: the same matrix as NumPy, analysed there (no device round trip)."""
+    return PreparedOperand(matrix, host)
 
 
 def apply_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU

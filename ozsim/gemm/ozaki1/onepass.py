@@ -27,11 +27,17 @@ Two kernels:
   ``OZSIM_INT8_WGMMA=0`` keeps ``mma.sync``. Same bits either way.
 
 ``int8-auto``'s statistics cost one extra read of the state (``int8_gate_stats`` /
-``int8_gate_mma_stats``: a histogram in shared memory, one atomic add per nonzero scalar).
+``int8_gate_mma_stats``: a histogram in shared memory, one atomic add per nonzero scalar; a
+persistent grid of the blocks the multiprocessors hold, one transfer back), 0.55-0.73x the
+copy floor on an H200. While it reads, the host makes A's slices for the likely ``s`` (the
+larger of A's fewest and the last gate's B's), so the gate kernel starts as soon as ``s`` is
+known; a gate analysed on the host (:class:`~ozsim.gemm.ozaki1.PreparedOperand`'s ``host``)
+does not wait for the device either. (Counting the next gate's statistics in a gate's
+write-back instead was measured slower: ``benchmarks/RESULTS.md`` section 7.)
 
 Measured (H200, N = 30, ``int8-auto`` T = 1, statistics included; ``benchmarks/RESULTS.md``
-section 2): 2.9x the copy floor at d = 3, 4; with mma.sync 3.9x at 5, 6.1x at 6 (the kernel
-alone at s = 8: 3.3x and 5.3x; with wgmma 2.9x and 4.5x).
+section 2): 2.7x the copy floor at d = 3, 2.8x at 4, 3.4x at 5, 5.2x at 6 (wgmma; the kernel
+alone at s = 8: 2.1x, 2.1x, 2.9x, 4.4x; mma.sync at 5, 6: 3.3x, 5.3x).
 """
 
 from __future__ import annotations
@@ -45,8 +51,10 @@ import numpy as np
 from ... import config
 from ...errors import NonFiniteError
 from .. import _mma_gate
-from .._gpu import _sms, raw_module, resident_blocks, set_dynamic_smem, sm90a_module
-from .scheme import _MAX_EXP_DIFF, MIN_SPLITS, bits_per_slice, choose_num_splits
+from .._gpu import (_sms, persistent_grid, raw_module, resident_blocks, set_dynamic_smem,
+                    sm90a_module)
+from .scheme import (_MAX_EXP_DIFF, MIN_SPLITS, bits_per_slice, choose_num_splits,
+                     fewest_splits)
 
 __all__ = ["MAX_QUBITS", "WGMMA_THREADS", "apply", "statistics", "wgmma_image"]
 
@@ -66,6 +74,7 @@ _MEMCPY_D2D = 3
 #: threads 6.1x).
 WGMMA_THREADS = {5: 128, 6: 256}
 _wgmma_state: dict = {}
+_last_splits: dict = {}  # the fewest s for the last B by gate size (apply: A's slices early)
 
 
 def _module(d: int, s: int, bits: int, device: int):
@@ -146,11 +155,13 @@ def _positions(positions) -> list[np.int32]:
     return [np.int32(p) for p in positions] + [np.int32(0)] * (6 - len(positions))
 
 
-def statistics(psi, positions):
+def statistics(psi, positions, while_counting=None):
     """INT8-AUTO's statistics of the state viewed as B through ``positions``, in one read.
 
     Args:
         psi: ``(2**n,)`` complex128 CuPy state; positions: the d target bit positions.
+        while_counting: called once the kernel is launched, before its result is awaited
+            (host work that overlaps the read: :func:`apply` prepares A's slices there).
 
     Returns:
         ``(_MAX_EXP_DIFF + 1,)`` int64 NumPy loss histogram of B's columns
@@ -161,18 +172,20 @@ def statistics(psi, positions):
     """
     d = len(positions)
     mod = _module(d, MIN_SPLITS, bits_per_slice(1 << d), cp.cuda.Device().id)
-    hist = cp.zeros(_MAX_EXP_DIFF + 1, dtype=cp.uint64)
-    flag = cp.zeros(1, dtype=cp.int32)
+    out = cp.zeros(_MAX_EXP_DIFF + 2, dtype=cp.uint64)  # the histogram, then the flag
+    hist, flag = out[:-1], out[-1:].view(cp.int32)
     groups = psi.size >> d
-    sms = _sms()
     per_block = _mma_gate.tile(d)[0] if d > MAX_SCALAR_QUBITS else _THREADS
-    blocks = int(max(1, min(-(-groups // per_block), 8 * sms)))
-    name = "int8_gate_mma_stats" if d > MAX_SCALAR_QUBITS else "int8_gate_stats"
-    mod.get_function(name)((blocks,), (_THREADS,),
-                           (psi, np.int64(groups), *_positions(positions), hist, flag))
-    if int(flag.get()[0]):
+    kernel = mod.get_function("int8_gate_mma_stats" if d > MAX_SCALAR_QUBITS
+                              else "int8_gate_stats")
+    blocks = persistent_grid(kernel, _THREADS, 0, -(-groups // per_block))
+    kernel((blocks,), (_THREADS,), (psi, np.int64(groups), *_positions(positions), hist, flag))
+    if while_counting is not None:
+        while_counting()
+    host = out.get()  # (one transfer)
+    if host[-1]:
         raise NonFiniteError("the state vector has NaN or Inf amplitudes")
-    return hist.get().astype(np.int64)
+    return host[:-1].astype(np.int64)
 
 
 def apply(psi, prep, positions, num_splits: int | None, T: float):
@@ -199,10 +212,18 @@ def apply(psi, prep, positions, num_splits: int | None, T: float):
     hist_b = None
     s = num_splits
     if s is None:
-        hist_b = statistics(psi, positions)
+        def guess():  # A's slices for the likely s, made (GPU work and host overhead) while
+            # the statistics are read: s = max(A's fewest, B's fewest), B's as the last gate's
+            # of this size (a run's state statistics change slowly)
+            s_a = fewest_splits(prep.histogram, bits, T)
+            if d > MAX_SCALAR_QUBITS and s_a is not None:
+                _a_operand(prep, d, max(s_a, _last_splits.get(d, MIN_SPLITS)))
+
+        hist_b = statistics(psi, positions, guess)
         s = choose_num_splits(prep.histogram, hist_b, bits, T)
         if s is None:
             return None, hist_b
+        _last_splits[d] = fewest_splits(hist_b, bits, T) or s
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
     if d > MAX_SCALAR_QUBITS:
@@ -215,6 +236,11 @@ def apply(psi, prep, positions, num_splits: int | None, T: float):
     return s, hist_b
 
 
+def _a_operand(prep, d: int, s: int):
+    """A's ``s`` slices as the tensor-core kernel that runs ``(d, s)`` reads them (cached)."""
+    return wgmma_image(prep, s) if _wgmma_kernel(d, s) is not None else mma_fragments(prep, s)
+
+
 def _apply_mma(psi, prep, positions, s, groups, flag):
     d = len(positions)
     exps = cp.ascontiguousarray(prep.exponents, dtype=cp.int32)
@@ -225,10 +251,10 @@ def _apply_mma(psi, prep, positions, s, groups, flag):
         nc = _mma_gate.tile(d, threads=threads)[0]
         blocks = int(max(1, min(-(-groups // nc), per_sm * _sms())))
         kernel((blocks,), (threads,), (psi, np.int64(groups), *_positions(positions),
-                                       wgmma_image(prep, s), exps, flag), shared_mem=smem)
+                                       _a_operand(prep, d, s), exps, flag), shared_mem=smem)
         return
     nc = _mma_gate.tile(d)[0]
-    frags = mma_fragments(prep, s)
+    frags = _a_operand(prep, d, s)
     kernel = _module(d, s, bits_per_slice(1 << d), cp.cuda.Device().id).get_function("int8_gate_mma")
     smem = mma_smem_bytes(d, s)
     if kernel.max_dynamic_shared_size_bytes < smem:

@@ -58,7 +58,7 @@ state ``|0...0>`` has one nonzero in ``2**N`` and the literal rule would pick ``
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from types import ModuleType
 
 import numpy as np
@@ -208,11 +208,30 @@ def choose_num_splits(hist_a, hist_b, bits: int, threshold: float,
         The number of splits, or ``None`` when no ``s <= 18`` qualifies (fall back to native ZGEMM).
     """
     hist_b = reduced_histogram(hist_b)  # (a state spread over ranks: the whole state's)
-    for s in range(MIN_SPLITS, MAX_SPLITS + 1):
-        if (mean_loss(hist_a, s, bits, significand_bits) <= threshold
-                and mean_loss(hist_b, s, bits, significand_bits) <= threshold):
-            return s
-    return None
+    s_a = fewest_splits(hist_a, bits, threshold, significand_bits)
+    s_b = fewest_splits(hist_b, bits, threshold, significand_bits)
+    return None if s_a is None or s_b is None else max(s_a, s_b)  # (the loss falls with s)
+
+
+def fewest_splits(hist, bits: int, threshold: float,
+                  significand_bits: int = SIGNIFICAND_BITS) -> int | None:
+    """The fewest splits in 3..18 whose mean loss over ``hist`` is ``<= threshold`` (one
+    operand's half of :func:`choose_num_splits`), or ``None``."""
+    ok = _mean_losses(hist, bits, significand_bits) <= threshold
+    return MIN_SPLITS + int(np.argmax(ok)) if ok.any() else None
+
+
+def _mean_losses(hist, bits: int, significand_bits: int) -> np.ndarray:
+    """:func:`mean_loss` for every ``s`` in ``MIN_SPLITS..MAX_SPLITS`` at once (the same
+    numbers: the loss sums are exact integers, divided once by the count)."""
+    h = np.asarray(hist.get() if hasattr(hist, "get") else hist, dtype=np.int64)
+    total = int(h.sum())
+    s = np.arange(MIN_SPLITS, MAX_SPLITS + 1)
+    if total == 0:
+        return np.zeros(s.size)
+    d = np.flatnonzero(h)  # (the occupied bins only)
+    loss = np.maximum(0, d[None, :] + 1 + significand_bits - bits * s[:, None])
+    return (loss * h[d]).sum(axis=1) / total
 
 
 def analyse_rows(x, block_rows: int, *, histogram: bool = True):
@@ -300,18 +319,29 @@ class PreparedOperand:
 
     Args:
         matrix: ``(m, k)`` complex128, NumPy or CuPy.
+        host: for a CuPy ``matrix``, optionally the same values as a NumPy array: analysed on
+            the host (the same exponents and histogram), so that preparing a gate does not
+            wait for the device's queue (the GPU analysis returns its histogram to the host).
 
     Raises:
         NonFiniteError: NaN or Inf in ``matrix``.
     """
 
     matrix: object
+    host: InitVar[object] = None
     exponents: object = field(init=False)
     histogram: object = field(init=False)
     _splits: dict = field(init=False, default_factory=dict, repr=False)
 
-    def __post_init__(self):
-        if array_namespace(self.matrix) is not np:  # pragma: no cover - GPU
+    def __post_init__(self, host=None):
+        xp = array_namespace(self.matrix)
+        if xp is not np and host is not None:  # pragma: no cover - GPU
+            host = np.asarray(host, dtype=np.complex128)
+            exps = row_exponents(host)
+            self.histogram = loss_histogram(host, exps)
+            self.exponents = xp.asarray(exps)
+            return
+        if xp is not np:  # pragma: no cover - GPU
             from . import cuda as _cuda  # one fused kernel; the histogram comes back as NumPy
 
             self.exponents, self.histogram = _cuda.analyse(self.matrix)

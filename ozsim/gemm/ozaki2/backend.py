@@ -9,7 +9,7 @@ from .scheme import PreparedCRTOperand, choose_plan, crt_zgemm, fixed_plan
 __all__ = ["apply_one_pass", "prepare", "run"]
 
 
-def prepare(matrix) -> PreparedCRTOperand:
+def prepare(matrix, host=None) -> PreparedCRTOperand:
     """The gate operand, analysed once (norm exponents, the auto rule's statistics; residues
     cached)."""
     return PreparedCRTOperand(matrix)
