@@ -147,11 +147,11 @@ class Scheme:
 # 1.05 times one pass at d <= 3 (CUDA cores), 1.15, 1.10, 2.1 at d = 4, 5, 6 (tensor cores,
 # m16n8k8 f64, an H200; with m8n8k4 1.17, 1.55, 2.78; the GEMM path took 3.4 at d = 6); scheme I
 # (int8-auto at T = 1, s = 8, statistics pass included; an H200) 2.7, 2.8, 3.4, 5.2 at d = 3..6
-# (the tensor-core kernel, wgmma at 5, 6); scheme II (int8-crt-auto at T = 0: 15 moduli for a Haar gate, no statistics pass;
-# H100) 3.6 and 4.5 at d = 3 (B as byte digits), 4 (tensor cores); on an H200 5.2, 6.5, 7.0 at
-# d = 3, 4, 5 (d = 5 scaled into the H100 column by 7.0 / 6.5). Both apply 1- and 2-qubit
-# gates as 3-qubit ones (pad_gates: their CUDA-core kernels took 3.1 / 4.8 and 16.5 / 6.5
-# there), so d = 1, 2 cost what d = 3 does.
+# (the tensor-core kernel, wgmma at 5, 6); scheme II (int8-crt-auto at T = 0: 15 moduli for a
+# Haar gate, no statistics pass; H100) 3.6 and 4.5 at d = 3 (B as byte digits), 4 (tensor
+# cores); on an H200 5.2, 6.5, 7.0 at d = 3, 4, 5 (d = 5 scaled into the H100 column by 7.0 /
+# 6.5). Both apply 1- and 2-qubit gates as 3-qubit ones (pad_gates: their CUDA-core kernels
+# took 3.1 / 4.8 and 16.5 / 6.5 there), so d = 1, 2 cost what d = 3 does.
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native",

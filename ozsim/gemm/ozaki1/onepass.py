@@ -223,7 +223,7 @@ def apply(psi, prep, positions, num_splits: int | None, T: float):
         s = choose_num_splits(prep.histogram, hist_b, bits, T)
         if s is None:
             return None, hist_b
-        _last_splits[d] = fewest_splits(hist_b, bits, T) or s
+        _last_splits[d] = fewest_splits(hist_b, bits, T) or s  # (None: a shard's own B)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
     if d > MAX_SCALAR_QUBITS:
