@@ -144,11 +144,16 @@ def plan_fusion(ops: list[Operation], max_fused_qubits: int,
     return [tuple(item[1]) for item in kept]
 
 
+#: Items the second fusion pass looks past on each side of an item.
+_MERGE_WINDOW = 64
+
+
 def _merge_neighbours(items: list[list], limit: int, gate_cost) -> list[list]:
     """The second pass of :func:`plan_fusion` on its items ``[qubits, op indices, fusable,
     alive]``: item j joins the item t before it (its operations after t's) or after it (before
     t's) with the largest modelled gain ``cost(t) + cost(j) - cost(t | j) > 0``, where no item
-    between them touches j's qubits and the union has at most ``limit`` qubits."""
+    between them touches j's qubits (and at most :data:`_MERGE_WINDOW` items lie between) and
+    the union has at most ``limit`` qubits."""
     cost = {}
 
     def c(d: int) -> float:
@@ -165,8 +170,8 @@ def _merge_neighbours(items: list[list], limit: int, gate_cost) -> list[list]:
             best = None
             if items[j][2]:
                 for step in (-1, 1):  # the items before j, then after, up to one touching qj
-                    t = j + step
-                    while 0 <= t < len(items):
+                    t = j + step  # (within _MERGE_WINDOW items: bounded work on long circuits)
+                    while 0 <= t < len(items) and abs(t - j) <= _MERGE_WINDOW:
                         qt = items[t][0]
                         if items[t][2] and len(qt | qj) <= limit:
                             gain = c(len(qt)) + c(len(qj)) - c(len(qt | qj))
