@@ -220,6 +220,7 @@ def choose_max_fused_qubits(circuit: Circuit, model: CostModel) -> int:
     ops = circuit.operations
     n = circuit.num_qubits
     best, best_time, best_plan = 1, np.inf, None
+
     def gate_cost(d: int) -> float:
         return model.gate_time(n, d)
 
