@@ -700,6 +700,8 @@ class Simulator:
         amps, counts, stopped = None, None, None
         try:
             if mode == "statevector":
+                if comm is None:  # (the final state is checked for NaN/Inf below)
+                    sv.check_each_gate = False
                 for op in ops:
                     phase = run.apply(sv, op, phase)
                 if phase is not None:

@@ -35,7 +35,11 @@ One pass: where a backend's scheme has a one-pass kernel for the device and the 
 scheme I (``int8x{s}``, ``int8-auto``) for ``d <= 6``, scheme II for ``d <= 5``; in single
 precision ``cgemm`` for ``d <= 4``, ``tf32x*`` and ``fp16-le`` for ``d <= 5``), the gate is
 applied in place, reading each amplitude group through the targets' current bit positions: no permutation, no second buffer, one read and one write of the state.
-``StateVector.one_pass = False`` turns it off (the GEMM path, for comparison).
+``StateVector.one_pass = False`` turns it off (the GEMM path, for comparison). A one-pass
+kernel that meets NaN or Inf leaves those amplitudes as they were and raises
+``NonFiniteError``; ``StateVector.check_each_gate = False`` skips the wait for that verdict (one
+device sync a gate that keeps the host from preparing the next gate while the GPU works), for a
+caller that checks the final state, where the NaN stays (:class:`ozsim.Simulator` does).
 """
 
 from __future__ import annotations
@@ -132,6 +136,7 @@ class StateVector:
         self.dtype = getattr(xp, PRECISIONS[precision])
         self.device = "cpu" if xp is np else "gpu"
         self.one_pass = True  # use a scheme's one-pass kernel where it has one (module doc)
+        self.check_each_gate = True  # one-pass gates wait for their NaN/Inf flag (module doc)
         one = in_place is not None and (in_place[1] == 0 or (
             in_place[1] < n and registry.parse(in_place[0], precision).scheme.one_pass(
                 self.device, in_place[1])))
@@ -205,7 +210,8 @@ class StateVector:
         if self.one_pass and d < self.num_qubits and spec.scheme.one_pass(self.device, d):
             n = self.num_qubits
             positions = [n - 1 - self.layout.index(q) for q in qubits]
-            return spec.scheme.apply_one_pass(self._buf, gate, positions, spec, T)
+            return spec.scheme.apply_one_pass(self._buf, gate, positions, spec, T,
+                                              check_finite=self.check_each_gate)
         want = tuple(reversed(qubits))
         rows, cols = 1 << d, 1 << (self.num_qubits - d)
         b, layout = self._gathered(want, backend) if self.layout[:d] != want else (None, None)

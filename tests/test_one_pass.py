@@ -227,6 +227,43 @@ def test_one_pass_emulated_gate_raises_on_nan():
 
 
 @pytest.mark.gpu
+def test_one_pass_gate_without_the_check_leaves_nan_where_it_was():
+    """check_each_gate = False (the simulator's statevector runs): a fixed-s scheme I or a
+    scheme II gate does not wait for its NaN/Inf flag; the NaN's group is left as it was (so the
+    final check finds it) and the other groups are the checked run's. int8-auto still raises:
+    its statistics read is awaited anyway."""
+    cp = cupy_or_skip()
+    from ozsim import NonFiniteError
+    from ozsim.gemm import registry
+
+    rng = np.random.default_rng(8)
+    for backend, qubits in [("int8x9", (0, 2, 4)), ("int8-crt14", (7, 0, 3, 2)),
+                            ("int8x9", (1,)), ("int8-crt-auto", (6, 5, 4))]:
+        psi = rng.standard_normal(1 << 9) + 1j * rng.standard_normal(1 << 9)
+        psi[5] = np.nan
+        u = cp.asarray(haar_unitary(1 << len(qubits), rng))
+        prep = registry.parse(backend).scheme.prepare(u)
+        checked, free = StateVector(9, cp), StateVector(9, cp)
+        for sv in (checked, free):
+            sv._buf[...] = cp.asarray(psi)
+        with pytest.raises(NonFiniteError, match="NaN or Inf"):
+            checked.apply(prep, qubits, backend=backend)
+        free.check_each_gate = False
+        free.apply(prep, qubits, backend=backend)
+        got, want = free._buf.get(), checked._buf.get()
+        group = [i for i in range(1 << 9)
+                 if all((i >> q) & 1 == (5 >> q) & 1 for q in range(9) if q not in qubits)]
+        np.testing.assert_array_equal(got[group], psi[group])  # (NaN compares equal here)
+        np.testing.assert_array_equal(got, want)
+    sv = StateVector(9, cp)
+    sv._buf[5] = np.nan
+    sv.check_each_gate = False
+    with pytest.raises(NonFiniteError, match="NaN or Inf"):
+        sv.apply(registry.parse("int8-auto").scheme.prepare(cp.eye(8, dtype=cp.complex128)),
+                 (0, 1, 2), backend="int8-auto")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("backend", ["int8-auto", "int8x8", "int8-crt-auto", "int8-crt12",
                                      "zgemm"])
 def test_brickwork_of_small_gates_on_the_gpu_is_the_cpu_run(backend):

@@ -40,7 +40,8 @@ def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
     return matmul(mat, b, out, xp), GemmInfo(backend.name, None)
 
 
-def apply_one_pass(psi, gate, positions, backend, T) -> GemmInfo:  # pragma: no cover - GPU
+def apply_one_pass(psi, gate, positions, backend, T,  # pragma: no cover - GPU
+                   check_finite=True) -> GemmInfo:
     """The GPU's one-pass dense gate, ``d <= 6`` (:mod:`ozsim.gemm.native_gate`)."""
     from . import native_gate
 

@@ -102,9 +102,12 @@ class Scheme:
             analyse it there without waiting for the device).
         one_pass_qubits: device -> the largest gate its one-pass kernel applies in place
             (one read and one write of the state; absent: the device has none).
-        apply_one_pass: ``apply_one_pass(psi, gate, positions, backend, T) -> GemmInfo``: that
-            kernel (the gate as ``prepare`` returns it, little-endian over the amplitude-index
-            bits ``positions``; ``backend`` the parsed name).
+        apply_one_pass: ``apply_one_pass(psi, gate, positions, backend, T, check_finite=True)
+            -> GemmInfo``: that kernel (the gate as ``prepare`` returns it, little-endian over
+            the amplitude-index bits ``positions``; ``backend`` the parsed name). A kernel that
+            finds NaN or Inf in the state leaves those amplitudes as they were and raises
+            ``NonFiniteError``; with ``check_finite=False`` it does not wait for the device to
+            find out (the caller checks the final state: the NaN stays there).
         pad_gates: ``{d: d'}``: a simulator applies a d-qubit gate as ``I (x) U`` on ``d'``
             qubits (:func:`ozsim.statevector.pad_gate`), on every device alike (so CPU and GPU
             give the same bits). The INT8 schemes' tensor-core one-pass kernels start at 3
@@ -371,7 +374,8 @@ def _single_prepare(matrix, host=None):
     return matrix.astype("complex64")
 
 
-def _single_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
+def _single_one_pass(psi, gate, positions, backend, T,  # pragma: no cover - GPU
+                     check_finite=True):
     """``cgemm``'s one-pass gate on the GPU: the FP32 CUDA-core kernel of
     :mod:`ozsim.gemm.native_gate` on complex64 amplitudes."""
     from . import native_gate
@@ -381,7 +385,8 @@ def _single_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GP
     return GemmInfo(backend.name, None)
 
 
-def _words_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
+def _words_one_pass(psi, gate, positions, backend, T,  # pragma: no cover - GPU
+                    check_finite=True):
     """``tf32x3``/``tf32x4``/``fp16-le``'s one-pass gate on the GPU (d <= 5): the words on CUDA
     cores with sums rounded to nearest, :mod:`ozsim.gemm.single.onepass`."""
     from .info import GemmInfo

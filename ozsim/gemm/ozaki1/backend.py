@@ -27,7 +27,8 @@ def prepare(matrix, host=None) -> PreparedOperand:
     return PreparedOperand(matrix, host)
 
 
-def apply_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
+def apply_one_pass(psi, gate, positions, backend, T,  # pragma: no cover - GPU
+                   check_finite=True):
     """The GPU's one-pass scheme I gate, ``d <= 6`` (:mod:`ozsim.gemm.ozaki1.onepass`); native
     one-pass when INT8-AUTO finds no ``s <= 18`` (a fallback, as :func:`run`'s).
 
@@ -39,7 +40,7 @@ def apply_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
 
     prep = gate if isinstance(gate, PreparedOperand) else PreparedOperand(gate)
     bits = bits_per_slice(prep.shape[1])
-    s, hist_b = onepass.apply(psi, prep, positions, backend.count, T)
+    s, hist_b = onepass.apply(psi, prep, positions, backend.count, T, check_finite)
     if s is None:
         native_gate.apply_dense(psi, prep.matrix, positions)
         return GemmInfo(backend.name, None, bits, fallback=True)

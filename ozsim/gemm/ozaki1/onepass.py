@@ -188,7 +188,7 @@ def statistics(psi, positions, while_counting=None):
     return host[:-1].astype(np.int64)
 
 
-def apply(psi, prep, positions, num_splits: int | None, T: float):
+def apply(psi, prep, positions, num_splits: int | None, T: float, check_finite: bool = True):
     """``psi <- U psi`` by scheme I in one pass (plus one read for ``int8-auto``'s statistics).
 
     Args:
@@ -198,6 +198,9 @@ def apply(psi, prep, positions, num_splits: int | None, T: float):
         positions: d distinct bit positions, ``1 <= d <= MAX_QUBITS``.
         num_splits: ``s`` for ``int8x{s}``, or ``None`` for INT8-AUTO at threshold ``T``.
         T: INT8-AUTO's threshold in bits.
+        check_finite: for a fixed ``s``, wait for the kernel's NaN/Inf flag (one device sync a
+            gate; INT8-AUTO's statistics read finds them anyway); without it a non-finite
+            column is left as it was, unreported here.
 
     Returns:
         ``(s, hist_b)``: the splits used and B's loss histogram (``None`` for a fixed ``s``), or
@@ -231,7 +234,7 @@ def apply(psi, prep, positions, num_splits: int | None, T: float):
     else:
         _apply_scalar(_module(d, s, bits, cp.cuda.Device().id), psi, prep, positions, s, bits,
                       groups, flag)
-    if hist_b is None and int(flag.get()[0]):  # (int8-auto checked in its statistics pass)
+    if hist_b is None and check_finite and int(flag.get()[0]):  # (int8-auto: its statistics)
         raise NonFiniteError("the state vector has NaN or Inf amplitudes")
     return s, hist_b
 

@@ -15,7 +15,8 @@ def prepare(matrix, host=None) -> PreparedCRTOperand:
     return PreparedCRTOperand(matrix)
 
 
-def apply_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
+def apply_one_pass(psi, gate, positions, backend, T,  # pragma: no cover - GPU
+                   check_finite=True):
     """The GPU's one-pass scheme II gate, ``d <= 5`` (:mod:`ozsim.gemm.ozaki2.onepass`); native
     one-pass when ``int8-crt-auto`` finds no ``N <= 20`` (a fallback, as :func:`run`'s).
 
@@ -33,7 +34,7 @@ def apply_one_pass(psi, gate, positions, backend, T):  # pragma: no cover - GPU
     if plan is None:
         native_gate.apply_dense(psi, prep.matrix, positions)
         return GemmInfo(backend.name, None, fallback=True)
-    onepass.apply(psi, prep, positions, plan)
+    onepass.apply(psi, prep, positions, plan, check_finite)
     return _info(backend, plan)
 
 
