@@ -104,9 +104,9 @@ class Scheme:
             (one read and one write of the state; absent: the device has none).
         apply_one_pass: ``apply_one_pass(psi, gate, positions, backend, T, check_finite=True)
             -> GemmInfo``: that kernel (the gate as ``prepare`` returns it, little-endian over
-            the amplitude-index bits ``positions``; ``backend`` the parsed name). A kernel that
-            finds NaN or Inf in the state leaves those amplitudes as they were and raises
-            ``NonFiniteError``; with ``check_finite=False`` it does not wait for the device to
+            the amplitude-index bits ``positions``; ``backend`` the parsed name). The INT8
+            schemes' kernels leave an amplitude group with NaN or Inf as it was and raise
+            ``NonFiniteError``; with ``check_finite=False`` they do not wait for the device to
             find out (the caller checks the final state: the NaN stays there).
         pad_gates: ``{d: d'}``: a simulator applies a d-qubit gate as ``I (x) U`` on ``d'``
             qubits (:func:`ozsim.statevector.pad_gate`), on every device alike (so CPU and GPU
