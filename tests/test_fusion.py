@@ -61,6 +61,20 @@ def test_block_matrix_matches_qiskit_operator():
     np.testing.assert_allclose(block_matrix(ops, block_qubits), Operator(qc).data, atol=1e-13)
 
 
+def _assert_plan_keeps_order_and_fences(ops, items, limit: int, num_qubits: int):
+    """Every non-barrier operation once; each qubit's operations in circuit order; only
+    unconditional unitaries fused, within ``limit`` qubits."""
+    flat = [i for item in items for i in item]
+    assert sorted(flat) == [i for i, op in enumerate(ops) if op.kind != "barrier"]
+    for q in range(num_qubits):
+        seq = [i for i in flat if q in ops[i].qubits]
+        assert seq == sorted(seq), f"qubit {q} reordered at limit {limit}"
+    for item in items:
+        if len(item) > 1:
+            assert all(ops[i].kind == "unitary" and ops[i].condition is None for i in item)
+            assert len(set().union(*(ops[i].qubits for i in item))) <= limit
+
+
 def test_plan_keeps_per_qubit_order_and_fences():
     rng = np.random.default_rng(11)
     c = _random_circuit(rng, 6, 30)
@@ -70,16 +84,7 @@ def test_plan_keeps_per_qubit_order_and_fences():
     c.reset(4)
     ops = c.operations
     for limit in range(1, 7):
-        items = plan_fusion(ops, limit)
-        flat = [i for item in items for i in item]
-        assert sorted(flat) == [i for i, op in enumerate(ops) if op.kind != "barrier"]
-        for q in range(6):
-            seq = [i for i in flat if q in ops[i].qubits]
-            assert seq == sorted(seq), f"qubit {q} reordered at limit {limit}"
-        for item in items:
-            if len(item) > 1:
-                assert all(ops[i].kind == "unitary" and ops[i].condition is None for i in item)
-                assert len(set().union(*(ops[i].qubits for i in item))) <= limit
+        _assert_plan_keeps_order_and_fences(ops, plan_fusion(ops, limit), limit, 6)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -101,15 +106,7 @@ def test_second_pass_merges_neighbours_where_cheaper_and_keeps_the_map(seed):
     for limit in (2, 3, 4, 5):
         greedy = plan_fusion(ops, limit)
         items = plan_fusion(ops, limit, lambda d: 1.0 + 0.01 * d)
-        flat = [i for item in items for i in item]
-        assert sorted(flat) == [i for i, op in enumerate(ops) if op.kind != "barrier"]
-        for q in range(7):
-            seq = [i for i in flat if q in ops[i].qubits]
-            assert seq == sorted(seq), f"qubit {q} reordered at limit {limit}"
-        for item in items:
-            if len(item) > 1:
-                assert all(ops[i].kind == "unitary" and ops[i].condition is None for i in item)
-                assert len(set().union(*(ops[i].qubits for i in item))) <= limit
+        _assert_plan_keeps_order_and_fences(ops, items, limit, 7)
         assert len(items) < len(greedy)
 
         def total(plan, cost):
