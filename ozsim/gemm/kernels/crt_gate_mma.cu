@@ -32,6 +32,9 @@
 #if DIGITS  // B's byte digits, k = 8 kk + i (one plane for every modulus)
 #define KD (16 * K)
 #endif
+#ifndef GROUP_SYNC  // group barriers (group_sync.cuh) at d = 3 only, where a warp's columns
+#define GROUP_SYNC (D == 3)  // are its own: H200, N = 30, 5.08 -> 4.89x the copy floor; the pair
+#endif  // and warpgroup barriers of d = 4, 5 measured slower (5.6 -> 6.3x, 6.17 -> 6.28x)
 #include "mma_gate.cuh"
 
 #ifndef MOD_UNROLL  // the products' modulus loop unrolled (constants as immediate operands):
@@ -135,7 +138,7 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
             }
 #endif
         }
-        __syncthreads();
+        group_sync();
         // 2.-3. per modulus one product, its residues mod p, the CRT sums
         double q[WMT][WNT][4], dl[WMT][WNT][4][NLIMB];
 #pragma unroll
@@ -226,6 +229,6 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                     psi[col_base[col] + off] = make_double2(scale2(re, sh), scale2(im, sh));
                 }
         }
-        __syncthreads();  // the next tile's split overwrites the residues and the column tables
+        group_sync();  // the next tile's split overwrites the residues and the column tables
     }
 }

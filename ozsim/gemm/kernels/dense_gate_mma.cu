@@ -71,6 +71,7 @@
 #define A_SMEM 0                             // A's fragments copied to shared memory (R*R*8 B)
 #endif
 #include "gate_groups.cuh"
+#include "group_sync.cuh"
 static_assert(MPT >= 1 && WNT >= 1 && NT8 % WGN == 0 && MT8 % WGM == 0 && WMT % 2 == 0,
               "tile shape: NC too small for this d");
 
@@ -174,7 +175,11 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
 
     const int col = threadIdx.x / TPC, sq = threadIdx.x % TPC;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#if GROUP_SYNC  // (group_sync.cuh: the warps that load columns multiply them)
+    const int wm = warp % WGM, wn = warp / WGM;
+#else
     const int wm = warp / WGN, wn = warp % WGN;
+#endif
     const long long tiles = (groups + NC - 1) / NC;
 #if A_SMEM == 2
     // the lane's row of U for pair p of its m tiles: i = 8 (wm WMT / 2 + p) + g; odd t: (-Im, Re)
@@ -202,7 +207,7 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
     for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
 #if ASYNC
         asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
-        __syncthreads();  // this tile's B has landed; the previous tile's products are done
+        group_sync();  // this tile's B has landed; the previous tile's products are done
         {   // refill the buffer the previous tile used: the tile STAGES - 1 ahead
             const long long t = tile + (long long)(STAGES - 1) * gridDim.x;
             const int st = (stage + STAGES - 1) % STAGES;
@@ -210,12 +215,12 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
             asm volatile("cp.async.commit_group;\n" ::);
         }
 #else
-        __syncthreads();  // the previous tile's products and writes are done
+        group_sync();  // the previous tile's products and writes are done
 #pragma unroll
         for (int i = 0; i < MPT; ++i)
             *(double2*)&bs[col * LD + 2 * (i * TPC + sq)] = x[i];
         if (sq == 0) cbase[col] = xbase;
-        __syncthreads();
+        group_sync();
         if (tile + gridDim.x < tiles)
             xbase = load_tile(psi, tile + gridDim.x, groups, sorted, col, sq, moff, x);
 #endif

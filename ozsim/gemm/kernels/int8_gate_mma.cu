@@ -394,13 +394,13 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
         fetch(psi, tile * NC + scol, groups, sorted, sq, moff, x, base);
 #endif
         split(x, base);
-        __syncthreads();
+        group_sync();
 #if PREFETCH
         const long long next = tile + gridDim.x;
         if (next < tiles) fetch(psi, next * NC + scol, groups, sorted, sq, moff, x, base);
 #endif
         multiply();
-        __syncthreads();  // the next tile's split overwrites the slices and the column tables
+        group_sync();  // the next tile's split overwrites the slices and the column tables
     }
 }
 

@@ -32,6 +32,7 @@
 #define A_STRIDE (MT * KS * 32)        // A fragments (uint4) per plane
 #define NOT_FINITE (-0x7fffffff)
 #include "gate_groups.cuh"
+#include "group_sync.cuh"
 
 __device__ __forceinline__ double small_to_double(int v)
 {
