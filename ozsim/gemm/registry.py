@@ -147,10 +147,10 @@ class Scheme:
 # prefer 7-qubit GEMM blocks to 4-qubit one-pass ones and QV-30 take 2.6 s instead of 1.5 s);
 # scheme I ~20 passes (the INT32 planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
 # ~60 TFLOP/s at d = 12. One-pass kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to
-# 1.05 times one pass at d <= 3 (CUDA cores), 1.15, 1.10, 2.1 at d = 4, 5, 6 (tensor cores,
+# 1.05 times one pass at d <= 3 (CUDA cores), 1.15, 1.10, 1.65 at d = 4, 5, 6 (tensor cores,
 # m16n8k8 f64, an H200; with m8n8k4 1.17, 1.55, 2.78; the GEMM path took 3.4 at d = 6); scheme I
-# (int8-auto at T = 1, s = 8, statistics pass included; an H200) 2.7, 2.8, 3.4, 5.2 at d = 3..6
-# (the tensor-core kernel, wgmma at 5, 6); scheme II (int8-crt-auto at T = 0: 15 moduli for a
+# (int8-auto at T = 1, s = 8, statistics pass included; an H200) 2.3, 2.45, 3.4, 4.8 at d = 3..6
+# (the tensor-core kernel, wgmma at 5, 6; group barriers, 2026-11-27); scheme II (int8-crt-auto at T = 0: 15 moduli for a
 # Haar gate, no statistics pass; H100) 3.6 and 4.5 at d = 3 (B as byte digits), 4 (tensor
 # cores); on an H200 5.2, 6.5, 7.0 at d = 3, 4, 5 (d = 5 scaled into the H100 column by 7.0 /
 # 6.5). Both apply 1- and 2-qubit gates as 3-qubit ones (pad_gates: their CUDA-core kernels
@@ -163,7 +163,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 5.0e13, 3.8, 1e-5, 10, one_pass_qubits=6,
-                                one_pass_passes=(1.02, 1.02, 1.05, 1.15, 1.10, 2.1))},
+                                one_pass_passes=(1.02, 1.02, 1.05, 1.15, 1.10, 1.65))},
         accuracy="FP64 rounding of the BLAS; no knobs",
         reference="BLAS / cuBLAS zgemm",
         run=native.run,
@@ -183,7 +183,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 1.8e9, 120, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 2.7e13, 20, 1e-4, 12, one_pass_qubits=6,
-                                one_pass_passes=(2.7, 2.7, 2.7, 2.8, 3.4, 5.2))},
+                                one_pass_passes=(2.3, 2.3, 2.3, 2.45, 3.4, 4.8))},
         accuracy="s slices keep 7s bits; int8-auto: T = mean mantissa loss in bits (>= 0)",
         reference="Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU), Alg. 3-4 and Sec. 4.4",
         run=ozaki1_backend.run,
