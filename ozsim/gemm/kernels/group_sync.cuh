@@ -18,6 +18,8 @@
 #ifndef GROUP_SYNC
 #define GROUP_SYNC 1
 #endif
+static_assert(8 * WNT * TPC == 32 * WGM && WGM * 32 <= THREADS && THREADS % (WGM * 32) == 0,
+              "group_sync: the warps that load a tile's columns must be the warps that multiply them");
 
 __device__ __forceinline__ void group_sync()
 {
