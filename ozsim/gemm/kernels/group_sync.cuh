@@ -19,7 +19,7 @@
 #define GROUP_SYNC 1
 #endif
 static_assert(8 * WNT * TPC == 32 * WGM && WGM * 32 <= THREADS && THREADS % (WGM * 32) == 0,
-              "group_sync: the warps that load a tile's columns must be the warps that multiply them");
+              "group_sync: the warps that load a tile's columns must multiply them");
 
 __device__ __forceinline__ void group_sync()
 {
