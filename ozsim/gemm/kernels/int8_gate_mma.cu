@@ -139,8 +139,8 @@ __device__ __forceinline__ unsigned opaque(unsigned x)
     return x;
 }
 
-#ifndef PREFETCH  // (d <= 4, and wgmma's d = 6 (one block an SM); at d = 5 the registers it
-#define PREFETCH (MPT <= 4 || (WGMMA && D == 6))  // holds cost more than it hides)
+#ifndef PREFETCH  // (d <= 4, and the wgmma form: at d = 5 2.92 -> 2.77x the copy floor, H200,
+#define PREFETCH (MPT <= 4 || WGMMA)  // s = 8; mma.sync's d = 5, 6 hold too many registers)
 #endif
 
 #ifndef UNROLL  // the products' t loop unrolled as well as the i loop: at d <= 4 and S <= 10
