@@ -34,12 +34,14 @@ Two kernels:
     modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
     the copy floor against 4.5x).
 
-Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``): 5.2x, 6.5x, 7.0x the copy
-floor at d = 3, 4, 5, then 6.2-6.3x and 6.6-6.8x at d = 4, 5 with B's pieces by integer shifts
-(``crt_gate.cuh``, INT_PIECES, where ``gB <= 62``): bound by the per-amplitude arithmetic
-(residues of 15 moduli, the CRT sums) rather than by memory. At d = 5 the GEMM path took the same gate padded to 7 qubits at 10.9x,
-with a second buffer; in one pass, fusion takes QV-30 in 120 blocks of up to 5 qubits instead of
-154 of up to 4: 6.6-6.7 s end to end against 7.95 s.
+Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 4.75x, 5.40x,
+5.99x the copy floor at d = 3, 4, 5 (B's pieces by integer shifts where ``gB <= 62``:
+``crt_gate.cuh``, INT_PIECES; the next tile's amplitudes loaded during the products), bound by
+the per-amplitude arithmetic rather than by memory: the residues of 15 moduli and the CRT sums
+(4 FP64 multiply-adds and one conversion an entry and modulus) cost about one copy floor each.
+At d = 5 the GEMM path took the same gate padded to 7 qubits at 10.9x, with a second buffer; in
+one pass, fusion takes QV-30 in 116 blocks of up to 5 qubits (``benchmarks/RESULTS.md`` section
+3: 5.55 s end to end).
 """
 
 from __future__ import annotations
