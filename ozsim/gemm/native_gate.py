@@ -17,9 +17,9 @@ gate and write it back in place: one read and one write of the state, no second 
   at ``8 * 2**d`` flops an amplitude the CUDA cores fall behind the memory from d = 4 on.
 
 On an H200 (``benchmarks/gate_bench.py``, N = 30, floor = one read and one write of the state,
-8.16 ms): 1.11x at d = 3, 1.14x, 1.12x, 1.65x at d = 4, 5, 6 (tensor cores; the CUDA-core
+8.02 ms): 1.13x at d = 3, 1.12x, 1.13x, 1.67x at d = 4, 5, 6 (tensor cores; the CUDA-core
 kernel took 1.50x, 3.54x, 10.9x, m8n8k4 1.17x, 1.49x, 2.80x), cuStateVec's
-``custatevecApplyMatrix`` 1.02x, 1.08x, 1.31x, 1.47x in the same run (``benchmarks/RESULTS.md``).
+``custatevecApplyMatrix`` 1.02x, 1.08x, 1.34x, 1.48x in the same run (``benchmarks/RESULTS.md``).
 
 The products are FP64 fused multiply-adds in a fixed order; they agree with cuBLAS or BLAS ZGEMM
 to rounding (not bitwise: BLAS libraries order their sums in their own ways).
