@@ -175,11 +175,7 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
 
     const int col = threadIdx.x / TPC, sq = threadIdx.x % TPC;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#if GROUP_SYNC  // (group_sync.cuh: the warps that load columns multiply them)
-    const int wm = warp % WGM, wn = warp / WGM;
-#else
-    const int wm = warp / WGN, wn = warp % WGN;
-#endif
+    const int wm = warp % WGM, wn = warp / WGM;  // (group_sync.cuh: loaders multiply their columns)
     const long long tiles = (groups + NC - 1) / NC;
 #if A_SMEM == 2
     // the lane's row of U for pair p of its m tiles: i = 8 (wm WMT / 2 + p) + g; odd t: (-Im, Re)
