@@ -1,8 +1,19 @@
 // Scheme I, stage "analyse" (ozsim.gemm.ozaki1.cuda.analyse): the scaling exponent of every
 // row, a NaN/Inf flag and, for INT8-AUTO, the loss histogram, reading each value once.
-// Options: -DMAXD=<ozaki1.cuda.MAX_EXP_DIFF> (the histogram's last bin).
+// Options: -DMAXD=<ozaki1.cuda.MAX_EXP_DIFF> (the histogram's last bin); -DTAB=1: X read
+// through offset tables, X[r, kk] = x[roff[r] + koff[kk]] (the state through a gate's qubit
+// permutation, ozaki2.cuda.GatheredMatrix; a compile-time choice: a per-value test costs issue
+// slots), else X[r, kk] = x[r sr + kk sc].
 #ifndef MAXD
 #error "analyse.cu needs -DMAXD=<MAX_EXP_DIFF>"
+#endif
+#ifndef TAB
+#define TAB 0
+#endif
+#if TAB
+#define OZ_AT(r, kk) (roff[r] + koff[kk])
+#else
+#define OZ_AT(r, kk) ((r) * sr + (kk) * sc)
 #endif
 #define DMAX 1.7976931348623157e308
 #include "histogram.cuh"
@@ -11,7 +22,8 @@
 // with element strides (sr, sc). One thread per row: for rows adjacent in memory (|sr| == 1).
 extern "C" __global__ void oz_analyse_t(
     const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
-    int* __restrict__ exps, unsigned long long* __restrict__ hist, int* __restrict__ flag)
+    int* __restrict__ exps, unsigned long long* __restrict__ hist, int* __restrict__ flag,
+    const long long* __restrict__ roff, const long long* __restrict__ koff)
 {
     __shared__ unsigned int sh[MAXD + 1];
     const bool want = hist != 0;
@@ -21,13 +33,12 @@ extern "C" __global__ void oz_analyse_t(
     }
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += stride) {
-        const double2* p = x + r * sr;
         double mx = 0.0;
         bool bad = false;
         long long kk = 0;
         for (; kk + 4 <= k; kk += 4) {
-            double2 v0 = p[kk * sc], v1 = p[(kk + 1) * sc], v2 = p[(kk + 2) * sc],
-                    v3 = p[(kk + 3) * sc];
+            double2 v0 = x[OZ_AT(r, kk)], v1 = x[OZ_AT(r, kk + 1)], v2 = x[OZ_AT(r, kk + 2)],
+                    v3 = x[OZ_AT(r, kk + 3)];
             double a0 = fmax(fabs(v0.x), fabs(v0.y)), a1 = fmax(fabs(v1.x), fabs(v1.y));
             double a2 = fmax(fabs(v2.x), fabs(v2.y)), a3 = fmax(fabs(v3.x), fabs(v3.y));
             bad |= !(fabs(v0.x) <= DMAX) | !(fabs(v0.y) <= DMAX) | !(fabs(v1.x) <= DMAX)
@@ -36,7 +47,7 @@ extern "C" __global__ void oz_analyse_t(
             mx = fmax(mx, fmax(fmax(a0, a1), fmax(a2, a3)));
         }
         for (; kk < k; ++kk) {
-            double2 v = p[kk * sc];
+            double2 v = x[OZ_AT(r, kk)];
             bad |= !(fabs(v.x) <= DMAX) | !(fabs(v.y) <= DMAX);
             mx = fmax(mx, fmax(fabs(v.x), fabs(v.y)));
         }
@@ -46,7 +57,7 @@ extern "C" __global__ void oz_analyse_t(
         exps[r] = e;
         if (want && !bad) {
             for (kk = 0; kk < k; ++kk) {
-                double2 v = p[kk * sc];
+                double2 v = x[OZ_AT(r, kk)];
                 oz_hist_add(sh, e, v.x);
                 oz_hist_add(sh, e, v.y);
             }
@@ -58,7 +69,8 @@ extern "C" __global__ void oz_analyse_t(
 // The same, one warp per row: for rows contiguous along k (|sc| == 1). blockDim.x % 32 == 0.
 extern "C" __global__ void oz_analyse_w(
     const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
-    int* __restrict__ exps, unsigned long long* __restrict__ hist, int* __restrict__ flag)
+    int* __restrict__ exps, unsigned long long* __restrict__ hist, int* __restrict__ flag,
+    const long long* __restrict__ roff, const long long* __restrict__ koff)
 {
     __shared__ unsigned int sh[MAXD + 1];
     const bool want = hist != 0;
@@ -70,11 +82,10 @@ extern "C" __global__ void oz_analyse_w(
     const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
     for (long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows;
          r += nwarps) {
-        const double2* p = x + r * sr;
         double mx = 0.0;
         int bad = 0;
         for (long long kk = lane; kk < k; kk += 32) {
-            double2 v = p[kk * sc];
+            double2 v = x[OZ_AT(r, kk)];
             bad |= !(fabs(v.x) <= DMAX) | !(fabs(v.y) <= DMAX);
             mx = fmax(mx, fmax(fabs(v.x), fabs(v.y)));
         }
@@ -89,7 +100,7 @@ extern "C" __global__ void oz_analyse_w(
         }
         if (want && !bad) {
             for (long long kk = lane; kk < k; kk += 32) {
-                double2 v = p[kk * sc];
+                double2 v = x[OZ_AT(r, kk)];
                 oz_hist_add(sh, e, v.x);
                 oz_hist_add(sh, e, v.y);
             }
