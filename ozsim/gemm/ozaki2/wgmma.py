@@ -199,8 +199,9 @@ def available() -> bool:
 
 
 def _tensor_map(ptr: int, rows: int, kpad: int, box_rows: int) -> _TMap:
-    """TMA descriptor of a ``(rows, kpad)`` INT8 row-major array, ``BK x box_rows`` boxes."""
-    lib = _state["lib"]
+    """TMA descriptor of a ``(rows, kpad)`` INT8 row-major array, ``BK x box_rows`` boxes (also
+    :mod:`ozsim.gemm.ozaki1.wgmma`'s)."""
+    lib = _libcuda()
     tmap = _TMap()
     dims = (ctypes.c_uint64 * 2)(kpad, rows)
     strides = (ctypes.c_uint64 * 1)(kpad)
