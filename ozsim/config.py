@@ -46,14 +46,19 @@ SWITCHES: tuple[Switch, ...] = (
            "(auto), cuBLAS + a reduction kernel (0), fused Karatsuba (1 = 3) or fused direct "
            "form (4) wherever possible; same bits"),
     Switch("OZSIM_GATHER", ("1", "0"), "1",
-           "scheme II GPU kernels read the state through the gate's qubit permutation for "
-           "gates of >= 6 qubits (1) or after a transposing copy (0); same bits"),
+           "scheme I and II GPU kernels read the state through the gate's qubit permutation "
+           "for gates of >= 6 qubits on the GEMM path (1) or after a transposing copy (0); same "
+           "bits"),
     Switch("OZSIM_PERMUTE", ("1", "0"), "1",
            "a GPU state vector brings a gate's targets to the front by ozsim's permutation "
            "kernel, one read and one write (1), or by CuPy's strided copy (0); same bits"),
     Switch("OZSIM_INT8_WGMMA", ("1", "0"), "1",
            "scheme I one-pass gates of 5 and 6 qubits on Hopper multiply with wgmma (1) or "
            "mma.sync (0); same bits"),
+    Switch("OZSIM_INT8_FUSED", ("1", "0"), "1",
+           "scheme I GEMM-path products on Hopper: one wgmma kernel that accumulates in FP64 "
+           "(1) or cuBLAS INT8 GEMMs writing INT32 planes and an accumulation kernel (0); "
+           "same bits"),
     Switch("OZSIM_CUBLASLT", ("1", "0"), "1",
            "long-K INT8 GEMMs may use a tuned cuBLASLt algorithm (1) or only cublasGemmEx in "
            "pieces (0); same bits"),

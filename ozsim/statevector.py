@@ -23,8 +23,9 @@ GEMM and no copy; otherwise one transposing copy into the spare buffer (on the G
 strided copy of a view with many axes takes up to 24 times that, ``OZSIM_PERMUTE=0``). The
 two buffers are reused for the whole run (ping-pong), as in Cirq's ``ApplyUnitaryArgs``.
 
-On the GPU the ``int8-crt*`` backends skip that copy for gates of at least
-:data:`GATHER_MIN_QUBITS` qubits: their kernels read the state *through* the permutation (a
+On the GPU the ``int8-crt*`` and scheme I (``int8x{s}``, ``int8-auto``) backends skip that copy
+for gates of at least :data:`GATHER_MIN_QUBITS` qubits: their kernels read the state *through*
+the permutation (a
 ``_cuda_crt.GatheredMatrix``: ``S[r, c] = psi[row_offsets[r] + col_offsets[c]]``, the offsets
 depositing the bits of ``r`` and ``c`` into the qubits' current bit positions), and the GEMM
 writes its result in the new order. Same numbers as with the copy (the same values reach the
@@ -60,9 +61,12 @@ __all__ = ["StateVector", "available_memory_bytes", "check_memory", "state_bytes
 
 AMPLITUDE_BYTES = 16  # complex128
 PRECISIONS = registry.PRECISIONS  # precision -> the amplitudes' dtype
-#: Smallest gate (qubits) for which the GPU ``int8-crt*`` backends read the state through the
+#: Smallest gate (qubits) for which the GPU's scheme I and II backends read the state through the
 #: permutation instead of copying it (the column offset table is ``8 * 2**(N - d)`` bytes).
 GATHER_MIN_QUBITS = 6
+#: Schemes whose GPU kernels read a gathered state (scheme II: analysis and residues; scheme I:
+#: analysis and split).
+_GATHER_SCHEMES = ("ozaki1", "ozaki2")
 #: Offset tables kept per state vector (keyed by bit positions; brickwork layers repeat).
 _GATHER_TABLES = 4
 
@@ -273,7 +277,9 @@ class StateVector:
         """``(GatheredMatrix, new layout)`` of the state with ``front`` leading, read in place,
         where the backend's GPU kernels take one (module doc); else ``(None, None)``."""
         n, d = self.num_qubits, len(front)
-        if (self.xp is np or not str(backend).startswith("int8-crt") or d < GATHER_MIN_QUBITS
+        if (self.xp is np or self.precision != "double"
+                or registry.parse(backend, self.precision).scheme.key not in _GATHER_SCHEMES
+                or d < GATHER_MIN_QUBITS
                 or d >= n or config.get("OZSIM_GATHER") == "0"
                 or available_memory_bytes(self.xp) < state_bytes(n)):  # (a fallback copies)
             return None, None

@@ -42,6 +42,8 @@ OPTIONS = {
     "ozaki2/kernels/residues32.cu": [*_CRT, "-DNP=5", "-DPB32=14", "-DNMODR=2", *_RES32],
     "ozaki2/kernels/finish.cu": [*_CRT, "-DNMODC=16", "-DNLIMBC=4", "-DFINISH_PARTS=1",
                                  "-DFINISH_PRELOAD=1", "-DFINISH_BLOCKS=2"],
+    "ozaki1/kernels/products_wgmma.cu": ["-std=c++17", "-DBM=128", "-DBN=128", "-DBK=128",
+                                         "-DSTAGES=6"],
     "ozaki2/kernels/products_wgmma.cu": ["-std=c++17", "-DBM=128", "-DBN=256", "-DBK=128",
                                          "-DSTAGES=4"],
     "gemm/kernels/dense_gate.cu": ["-std=c++17", "-DGATE_QUBITS=4"],
@@ -56,6 +58,8 @@ OPTIONS = {
 }
 #: Further variants compiled as well (compile-time branches the first variant does not take).
 MORE_OPTIONS = {
+    "ozaki1/kernels/analyse.cu": [[f"-DMAXD={_MAX_EXP_DIFF}", "-DTAB=1"]],
+    "ozaki1/kernels/split.cu": [["-DCH=4", "-DTAB=1"], ["-DCH=8"]],
     "gemm/kernels/dense_gate.cu": [["-std=c++17", "-DGATE_QUBITS=5", "-DSINGLE=1"],
                                    ["-std=c++17", "-DGATE_QUBITS=4", "-DSINGLE=1"],
                                    ["-std=c++17", "-DGATE_QUBITS=3"],

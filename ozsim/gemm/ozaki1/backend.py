@@ -59,8 +59,6 @@ def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
     Returns:
         ``(C, GemmInfo)``.
     """
-    if getattr(b, "_ozsim_gathered", False):
-        b = b.materialize()  # only scheme II's GPU kernels read through offset tables
     prep = a if isinstance(a, PreparedOperand) else None
     mat = getattr(a, "matrix", a)
     bits = bits_per_slice(mat.shape[1])
@@ -78,7 +76,8 @@ def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
 
         eB, hist_b = analyse(b.T)
     s = choose_num_splits(prep.histogram, hist_b, bits, T)
-    if s is None:
+    if s is None:  # (cuBLAS reads a strided array: a gathered B is copied)
+        b = b.materialize() if getattr(b, "_ozsim_gathered", False) else b
         return matmul(mat, b, out, xp), GemmInfo(backend.name, None, bits, fallback=True)
     info = GemmInfo(backend.name, s, bits, mean_loss(prep.histogram, s, bits),
                     mean_loss(hist_b, s, bits))

@@ -63,6 +63,7 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
+from ... import config
 from ...errors import NonFiniteError
 from .._gpu import (  # noqa: F401 - the shared helpers, also reached as ozaki1.cuda.<name>
     _COMPUTE_32I,
@@ -99,14 +100,26 @@ MAX_EXP_DIFF = 2200
 _KERNELS = Path(__file__).parent / "kernels"
 
 
-def _kernel(name: str):
-    """``oz_analyse_t`` / ``oz_analyse_w`` (``kernels/analyse.cu``) or ``oz_accumulate``
-    (``kernels/accumulate.cu``)."""
+def _kernel(name: str, tab: bool = False):
+    """``oz_analyse_t`` / ``oz_analyse_w`` (``kernels/analyse.cu``; ``tab``: reading through
+    offset tables) or ``oz_accumulate`` (``kernels/accumulate.cu``)."""
     if name in ("oz_analyse_t", "oz_analyse_w"):
-        return raw_module(_KERNELS / "analyse.cu", (f"-DMAXD={MAX_EXP_DIFF}",)).get_function(name)
+        return raw_module(_KERNELS / "analyse.cu",
+                          (f"-DMAXD={MAX_EXP_DIFF}", f"-DTAB={int(tab)}")).get_function(name)
     if name == "oz_accumulate":
         return raw_module(_KERNELS / "accumulate.cu").get_function(name)
     raise KeyError(name)
+
+
+def _geometry(x) -> tuple[int, int, object, object]:
+    """``(sr, sc, roff, koff)`` of the analysis and split kernels on ``x`` ``(rows, k)``: element
+    strides (of the lowest index bit, for a :class:`~ozsim.gemm.ozaki2.cuda.GatheredMatrix`: the
+    kernels' thread mapping) and its offset tables, or null pointers for a strided array."""
+    if getattr(x, "_ozsim_gathered", False):
+        sr, sc = x.strides_elements
+        return sr, sc, x.row_offsets, x.col_offsets
+    sr, sc = _strides(x)
+    return sr, sc, np.uint64(0), np.uint64(0)
 
 
 def _small_kernel(mp2: int):
@@ -115,9 +128,11 @@ def _small_kernel(mp2: int):
         "oz_small_gemm")
 
 
-def _split_kernel(chunk: int):
-    """``oz_split`` (``kernels/split.cu``) storing ``chunk`` bytes a thread and slice."""
-    return raw_module(_KERNELS / "split.cu", (f"-DCH={chunk}",)).get_function("oz_split")
+def _split_kernel(chunk: int, tab: bool = False):
+    """``oz_split`` (``kernels/split.cu``) storing ``chunk`` bytes a thread and slice (``tab``:
+    reading through offset tables)."""
+    return raw_module(_KERNELS / "split.cu", (f"-DCH={chunk}", f"-DTAB={int(tab)}")).get_function(
+        "oz_split")
 
 
 def _grid(total: int) -> int:
@@ -130,7 +145,9 @@ def analyse(x, histogram: bool = True):
     """Row exponents and loss histogram of a complex matrix on the GPU, one read of each value.
 
     Args:
-        x (cupy.ndarray): ``(rows, k)`` complex128, any strides (``b.T`` for B's columns).
+        x (cupy.ndarray): ``(rows, k)`` complex128, any strides (``b.T`` for B's columns), or a
+            :class:`~ozsim.gemm.ozaki2.cuda.GatheredMatrix` (the state read through a gate's
+            qubit permutation).
         histogram: also count the loss histogram.
 
     Returns:
@@ -148,14 +165,15 @@ def analyse(x, histogram: bool = True):
     hist = cp.zeros(MAX_EXP_DIFF + 1, dtype=cp.uint64) if histogram else None
     flag = cp.zeros(1, dtype=cp.int32)
     if rows and k:
-        sr, sc = _strides(x)
+        sr, sc, roff, koff = _geometry(x)
+        tab = not isinstance(roff, np.uint64)
         thread_per_row = abs(sr) <= abs(sc)
         name = "oz_analyse_t" if thread_per_row else "oz_analyse_w"
         grid = _grid(rows if thread_per_row else rows * 32)
-        args = (x, np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc), exps,
-                hist if histogram else np.uint64(0), flag)
+        args = (x.data if tab else x, np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc),
+                exps, hist if histogram else np.uint64(0), flag, roff, koff)
         with _stage("analyse"):
-            _kernel(name)((grid,), (_THREADS,), args)
+            _kernel(name, tab)((grid,), (_THREADS,), args)
     elif rows:
         exps.fill(0)
     if int(flag.get()[0]):
@@ -177,7 +195,8 @@ def split(x, exps, num_splits: int, bits: int, *, reverse: bool = False, kpad: i
     """INT8 slices of the rows of ``x``, K-major and zero-padded: :func:`ozaki1.split_rows` on GPU.
 
     Args:
-        x (cupy.ndarray): ``(rows, k)`` complex128, any strides.
+        x (cupy.ndarray): ``(rows, k)`` complex128, any strides, or a
+            :class:`~ozsim.gemm.ozaki2.cuda.GatheredMatrix`.
         exps (cupy.ndarray): ``(rows,)`` int32 exponents.
         num_splits, bits, reverse: as :func:`~ozsim.gemm.ozaki1.split_rows`.
         kpad: stored inner dimension (default :func:`padded_k`).
@@ -196,7 +215,8 @@ def split(x, exps, num_splits: int, bits: int, *, reverse: bool = False, kpad: i
         out = cp.empty((2 * ra, num_splits, kpad), dtype=cp.int8)
     if ra == 0:
         return out
-    sr, sc = _strides(x) if rows and k else (1, 1)
+    sr, sc, roff, koff = _geometry(x) if rows and k else (1, 1, np.uint64(0), np.uint64(0))
+    tab = not isinstance(roff, np.uint64)
     ch = _chunk(kpad)
     nq = kpad // ch
     qb = 0
@@ -205,10 +225,11 @@ def split(x, exps, num_splits: int, bits: int, *, reverse: bool = False, kpad: i
         while qb * 2 <= min(nq, 8):
             qb *= 2
     total = ra * nq if qb == 0 else -(-ra // (32 // qb)) * -(-nq // qb) * 32
-    _split_kernel(ch)((_grid(total),), (_THREADS,),
-                      (x, np.int64(rows), np.int64(ra), np.int64(k), np.int64(kpad),
-                       np.int64(sr), np.int64(sc), exps, np.int32(bits), np.int32(num_splits),
-                       np.int32(reverse), out, np.int32(qb)))
+    _split_kernel(ch, tab)((_grid(total),), (_THREADS,),
+                           (x.data if tab else x, np.int64(rows), np.int64(ra), np.int64(k),
+                            np.int64(kpad), np.int64(sr), np.int64(sc), exps, np.int32(bits),
+                            np.int32(num_splits), np.int32(reverse), out, np.int32(qb), roff,
+                            koff))
     return out
 
 
@@ -261,16 +282,62 @@ def plan(m: int, k: int, n: int, num_splits: int, bits: int, workspace_bytes: in
     """Column blocking of B so that B's slices and the INT32 products fit ``workspace_bytes``.
 
     Per column of B: ``2 s kpad`` bytes of slices and ``16 G mp`` bytes of INT32 products
-    (``G`` GEMMs, ``mp`` = :func:`padded_rows` of m). At least two columns per block.
+    (``G`` GEMMs, ``mp`` = :func:`padded_rows` of m; none where the fused kernel runs the
+    products, :func:`_fused`). At least two columns per block.
     """
     kpad = padded_k(k)
-    g = len(groups(num_splits, k, bits))
+    g = 0 if _fused(m, kpad, num_splits, bits) else len(groups(num_splits, k, bits))
     mp = padded_rows(m)
     per_col = 2 * num_splits * kpad + 16 * g * mp
     nb = max(1, min(n, workspace_bytes // per_col)) if n else 1
     nbp = padded_rows(nb)
     return Plan(kpad, g, nb, -(-n // nb) if n else 0, 2 * mp * num_splits * kpad,
                 2 * nbp * num_splits * kpad, 16 * g * mp * nbp)
+
+
+def _fused(m: int, kpad: int, num_splits: int, bits: int) -> bool:
+    """Whether the products and the accumulation run as one Hopper kernel
+    (:mod:`ozsim.gemm.ozaki1.wgmma`): ``OZSIM_INT8_FUSED=1`` (the default), a GPU that has it,
+    a shape it takes (:func:`~ozsim.gemm.ozaki1.wgmma.fits`: ``kpad`` a multiple of 128, at least
+    64 rows, each group one exact INT32 chain) and where it was measured faster: A's rows in at
+    most :data:`~ozsim.gemm.ozaki1.wgmma.MAX_ROW_BLOCKS` blocks whose images stay in L2
+    (:func:`~ozsim.gemm.ozaki1.wgmma.row_blocks`: gates of 7 to 10 qubits at the usual ``s``;
+    above, cuBLAS's INT8 GEMMs)."""
+    from . import wgmma
+
+    return (config.get("OZSIM_INT8_FUSED") == "1" and wgmma.fits(m, kpad, num_splits, bits)
+            and len(wgmma.row_blocks(m, kpad, num_splits)) <= wgmma.MAX_ROW_BLOCKS
+            and wgmma.available())
+
+
+def _fused_zgemm(prep, a_sl, b, b_exponents, out, p: Plan, s: int, bits: int):
+    """:func:`int8_zgemm_gpu`'s column blocks through :func:`ozsim.gemm.ozaki1.wgmma.gemm_acc`:
+    B's slices, then one kernel for the products and the accumulation (no INT32 planes)."""
+    from . import wgmma
+
+    m, n = out.shape
+    blocks = wgmma.row_blocks(m, p.kpad, s)
+    key = ("wgmma-image", s, bits, tuple(blocks))
+    imgs = prep._splits.get(key)
+    if imgs is None:
+        with _stage("split_a"):
+            imgs = [wgmma.image(a_sl, m, s, rows) for rows in blocks]
+        prep._splits[key] = imgs
+    last_stats["products"] = "fused wgmma (products and accumulation)"
+    last_stats["row_blocks"] = len(blocks)
+    b_sl_buf = cp.empty(p.b_slice_bytes, dtype=cp.int8)
+    for j0 in range(0, n, p.block_columns):
+        nb = min(n, j0 + p.block_columns) - j0
+        nbp = padded_rows(nb)
+        b_sl = b_sl_buf[: 2 * nbp * s * p.kpad].reshape(2 * nbp, s, p.kpad)
+        with _stage("split_b"):
+            split(b[:, j0 : j0 + nb].T, b_exponents[j0 : j0 + nb], s, bits, reverse=True,
+                  kpad=p.kpad, rows_alloc=nbp, out=b_sl)
+        with _stage("gemm"):
+            for (i0, i1), img in zip(blocks, imgs):
+                wgmma.gemm_acc(img, b_sl, i1 - i0, nb, s, bits, prep.exponents[i0:i1],
+                               b_exponents[j0 : j0 + nb], out[i0:i1, j0 : j0 + nb])
+    return out
 
 
 #: The :class:`Plan` of the last :func:`int8_zgemm_gpu` call, as a dict (working memory report).
@@ -335,6 +402,8 @@ def int8_zgemm_gpu(prep, b, num_splits: int, bits: int, *, b_exponents=None, out
         return out
     a_sl = prepared_slices(prep, num_splits, bits)
     kpad, s, mp = p.kpad, num_splits, padded_rows(m)
+    if _fused(m, kpad, s, bits):
+        return _fused_zgemm(prep, a_sl, b, b_exponents, out, p, s, bits)
     gl = groups(s, k, bits)
     gt = cp.asarray(np.array([t for t, _, _ in gl], dtype=np.int32))
     small_tb = _small_block(2 * mp, s * kpad // 4)
