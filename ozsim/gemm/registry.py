@@ -145,7 +145,9 @@ class Scheme:
 # passes a gate through the GEMM path (the transposing copy, cuBLAS's read and write and the
 # engine's ping-pong: QV-30's 7-qubit blocks measured 3.76 on an H200; the earlier 2 made fusion
 # prefer 7-qubit GEMM blocks to 4-qubit one-pass ones and QV-30 take 2.6 s instead of 1.5 s);
-# scheme I ~20 passes (the INT32 planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
+# scheme I 8 passes (an H200, N = 30: 7.5, 13.2, 23.9, 40.8 floors at d = 7, 8, 9, 10 with the
+# fused wgmma products and the state read through the permutation; 20 with cuBLAS's INT32
+# planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
 # ~60 TFLOP/s at d = 12. One-pass kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to
 # 1.05 times one pass at d <= 3 (CUDA cores), 1.15, 1.10, 1.65 at d = 4, 5, 6 (tensor cores,
 # m16n8k8 f64, an H200; with m8n8k4 1.17, 1.55, 2.78; the GEMM path took 3.4 at d = 6); scheme I
@@ -182,7 +184,7 @@ SCHEMES: tuple[Scheme, ...] = (
         ),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 1.8e9, 120, 2e-4, 8, 32e6, 4e10),
-               "gpu": CostModel(3.35e12, 2.7e13, 20, 1e-4, 12, one_pass_qubits=6,
+               "gpu": CostModel(3.35e12, 2.7e13, 8, 1e-4, 12, one_pass_qubits=6,
                                 one_pass_passes=(2.3, 2.3, 2.3, 2.45, 3.4, 4.8))},
         accuracy="s slices keep 7s bits; int8-auto: T = mean mantissa loss in bits (>= 0)",
         reference="Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU), Alg. 3-4 and Sec. 4.4",
