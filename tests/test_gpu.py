@@ -61,8 +61,10 @@ def _brickwork(num_qubits, depth, d, seed):
 
 # -- kernels against the CPU functions --------------------------------------------------------
 @pytest.mark.parametrize("phi", PHIS)
-@pytest.mark.parametrize("shape", [(37, 5), (6, 300), (1, 1), (2**12, 4)])
+@pytest.mark.parametrize("shape", [(37, 5), (6, 300), (1, 1), (2**12, 4), (33, 16), (1000, 128),
+                                   (300, 512), (5, 1024)])
 def test_analyse_matches_row_exponents_and_histogram(phi, shape):
+    """Both kernels (a thread a row, a warp a row), state-vector row lengths included."""
     rng = np.random.default_rng(11)
     x = ozaki_matrix(rng, *shape, phi)
     x[0, :] = 0  # a zero row
@@ -94,6 +96,19 @@ def test_split_matches_split_rows(reverse, s, shape):
     np.testing.assert_array_equal(got[:rows, :, :k], ref[:rows])
     np.testing.assert_array_equal(got[ra : ra + rows, :, :k], ref[rows:])
     assert not got[:, :, k:].any() and not got[rows:ra].any() and not got[ra + rows :].any()
+
+
+@pytest.mark.parametrize("k", [4, 128, 1024])
+def test_analyse_flags_nan_and_inf(k):
+    rng = np.random.default_rng(k)
+    x = cp.asarray(ozaki_matrix(rng, 70, k, 1.0))
+    for bad in (cp.nan, cp.inf):
+        y = x.copy()
+        y[69, k - 1] = bad
+        with pytest.raises(NonFiniteError):
+            _cuda.analyse(y)
+        with pytest.raises(NonFiniteError):
+            _cuda.analyse(cp.asfortranarray(y))
 
 
 # -- zgemm, bit for bit -----------------------------------------------------------------------

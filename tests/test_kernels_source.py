@@ -43,7 +43,7 @@ OPTIONS = {
     "ozaki2/kernels/finish.cu": [*_CRT, "-DNMODC=16", "-DNLIMBC=4", "-DFINISH_PARTS=1",
                                  "-DFINISH_PRELOAD=1", "-DFINISH_BLOCKS=2"],
     "ozaki1/kernels/products_wgmma.cu": ["-std=c++17", "-DBM=128", "-DBN=128", "-DBK=128",
-                                         "-DSTAGES=6"],
+                                         "-DSTAGES=4"],
     "ozaki2/kernels/products_wgmma.cu": ["-std=c++17", "-DBM=128", "-DBN=256", "-DBK=128",
                                          "-DSTAGES=4"],
     "gemm/kernels/dense_gate.cu": ["-std=c++17", "-DGATE_QUBITS=4"],

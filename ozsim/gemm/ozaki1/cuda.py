@@ -27,6 +27,9 @@ INT8 GEMMs    ``cublasGemmEx`` with ``CUDA_R_8I`` inputs, ``CUDA_R_32I`` output 
               ``oz_small_gemm`` (``kernels/products_dp4a.cu``) computes the same planes on the
               CUDA cores (``__dp4a``), where cuBLAS's skinny INT8 GEMMs run at a tenth of memory
               bandwidth.
+fused         on Hopper, where :func:`_fused` holds (gates of 7 to 10 qubits), the INT8 products
+              and the accumulation below are one kernel, ``oz_gemm_acc``
+              (:mod:`ozsim.gemm.ozaki1.wgmma`): no INT32 plane reaches HBM.
 accumulate    ``oz_accumulate`` (``kernels/accumulate.cu``): one pass reads the INT32 products of
               every group, forms ``Re = ArBr - AiBi`` and ``Im = ArBi + AiBr`` exactly in INT64,
               and accumulates ``acc = acc + P_t * 2**(-t b)`` for t = s+1 down to 2 with
@@ -36,6 +39,9 @@ accumulate    ``oz_accumulate`` (``kernels/accumulate.cu``): one pass reads the 
               CPU and GPU (signed zeros aside: the CPU can produce ``-0.0`` where the GPU's
               integer products give ``+0.0``).
 ============  ===================================================================================
+
+The analysis and split kernels also read a :class:`~ozsim.gemm.ozaki2.cuda.GatheredMatrix`
+(``-DTAB=1``): the state through a gate's qubit permutation, without the transposing copy.
 
 The state-vector shapes (k = 2**d small, n = 2**(N-d) large) make the INT32 products the largest
 buffers: ``s`` groups of ``(2m, 2 nb)`` INT32, 16 bytes per output amplitude each. B is therefore

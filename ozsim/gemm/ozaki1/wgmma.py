@@ -53,7 +53,11 @@ __all__ = ["BM", "BN", "BK", "MAX_IMAGE_BYTES", "MAX_ROW_BLOCKS", "available", "
 
 #: Tile of one CTA: rows of A's image (64 output rows), columns of B, bytes of K per stage.
 BM, BN, BK = 128, 128, 128
-STAGES = 6
+#: Stages of the shared-memory ring (32 KiB each). H200, N = 30, int8-auto T = 1, multiples of the
+#: copy floor at d = 8 / 9 / 10: 2 stages 16.9 / 32.0 / 71.1, 3 14.4 / 22.0 / 49.2, 4 12.0 / 20.4 /
+#: 40.3, 5 12.6 / 21.9 / -, 6 12.6 / 23.6 / 42, 7 13.4 / 25.0 / - (more stages leave less of the
+#: multiprocessor's 256 KiB to L1).
+STAGES = 4
 #: Largest image of A (:func:`image`, bytes) for which :func:`ozsim.gemm.ozaki1.cuda` takes this
 #: kernel: every CTA streams its 128 rows of the image once per column tile, so the image must
 #: stay in L2 (50 MiB on an H100 / H200) while the B panels stream through it. H200, N = 30,
