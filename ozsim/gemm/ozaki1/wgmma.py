@@ -58,12 +58,13 @@ BM, BN, BK = 128, 128, 128
 #: 40.3, 5 12.6 / 21.9 / -, 6 12.6 / 23.6 / 42, 7 13.4 / 25.0 / - (more stages leave less of the
 #: multiprocessor's 256 KiB to L1).
 STAGES = 4
-#: Largest image of A (:func:`image`, bytes) for which :func:`ozsim.gemm.ozaki1.cuda` takes this
-#: kernel: every CTA streams its 128 rows of the image once per column tile, so the image must
-#: stay in L2 (50 MiB on an H100 / H200) while the B panels stream through it. H200, N = 30,
-#: int8-auto T = 1 through ``StateVector.apply`` (multiples of the copy floor, fused against the
-#: cuBLAS path): d = 7, s = 8 (image 2 MiB) 9.3 against 20.2; d = 8, s = 9 (4.5 MiB) 14.9 against
-#: 26.3; d = 10, s = 9 (36 MiB) 58.9 against 49.1; d = 12, s = 9 (576 MiB) 290 against 161.
+#: Largest image of A (:func:`image`, bytes) one launch takes (:func:`row_blocks`): every CTA
+#: streams its 128 rows of the image once per column tile, so the image must stay in L2 (50 MiB
+#: on an H100 / H200) while the B panels stream through it. H200, N = 30, int8-auto T = 1 through
+#: ``StateVector.apply`` (multiples of the copy floor, fused against the cuBLAS path, before the
+#: state was read through the permutation): the whole image in one launch, d = 7, s = 8 (2 MiB)
+#: 9.3 against 20.2, d = 8, s = 9 (4.5 MiB) 14.9 against 26.3, d = 10, s = 9 (36 MiB) 58.9 against
+#: 49.1, d = 12 (576 MiB) 290 against 161; d = 10 in three row blocks 43.0 against 46.9.
 MAX_IMAGE_BYTES = 16 << 20
 #: Most row blocks (:func:`row_blocks`) for which the kernel runs: each block reads all of B's
 #: slices again, so beyond this the cuBLAS path (one read of B's slices, INT32 planes written and
