@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ozsim import Circuit
+from ozsim.gates import haar_unitary
 from ozsim.gemm import PreparedOperand, bits_per_slice, zgemm
 from ozsim.testing import ozaki_matrix
 
@@ -137,10 +138,7 @@ def test_seven_and_eight_qubit_gates_are_bitwise_the_cpu_run(backend, gather, mo
     rng = np.random.default_rng(40)
     circ = Circuit(12, name="wide")
     for d in (7, 8, 7):
-        z = rng.standard_normal((1 << d, 1 << d)) + 1j * rng.standard_normal((1 << d, 1 << d))
-        q, r = np.linalg.qr(z)
-        circ.unitary(q * (np.diag(r) / np.abs(np.diag(r))),
-                     tuple(int(x) for x in rng.permutation(12)[:d]))
+        circ.unitary(haar_unitary(1 << d, rng), tuple(int(x) for x in rng.permutation(12)[:d]))
     kw = {"backend": backend, "T": 1.0, "max_fused_qubits": 0}
     cpu = Simulator(device="cpu", **kw).run(circ)
     gathered.clear()  # (the CPU's state vector never gathers)
