@@ -11,7 +11,7 @@ Structure (NVIDIA Hopper, ``sm_90a``; the warp-specialised TMA + ``wgmma`` pipel
 :mod:`ozsim.gemm.ozaki2.wgmma`):
 
 * persistent CTAs (one per multiprocessor) loop over ``(row tile, column tile)`` work items,
-  rasterised in groups of :data:`GROUP_N` column tiles with every row tile, so that the CTAs of
+  rasterised in groups of :data:`GROUP_N` column tiles, row tiles fastest, so that the CTAs of
   one column tile share its B panel in L2;
 * warpgroup 0 (one thread) loads ``128 x 128`` tiles of A's *image* and of B's slices with the
   tensor memory accelerator into a ring of :data:`STAGES` stages (``full`` / ``empty`` mbarriers);
@@ -30,7 +30,15 @@ thread's accumulator rows ``r`` and ``r + 8`` are the two parts of one output ro
 
 The tile is ``128 x 128`` (not the ``128 x 256`` of scheme II's kernel): 64 INT32 and 64 FP64
 accumulators a thread are what the register file holds; at this tile a stage moves 64 products
-per byte.
+per byte. Every CTA streams its rows of A's image once per column tile, so the image must stay in
+L2: A's rows run in blocks of at most :data:`MAX_IMAGE_BYTES` (:func:`row_blocks`, one launch
+each, each reading all of B's slices), and :mod:`ozsim.gemm.ozaki1.cuda` takes this kernel for up
+to :data:`MAX_ROW_BLOCKS` blocks (gates of 7 to 10 qubits).
+
+Measured (H200, N = 30, ``int8-auto`` T = 1 through a state vector, the state read through the
+permutation; ``benchmarks/RESULTS.md`` section 2): 7.45 / 13.0 / 21.8 / 39.6 copy floors a gate at
+d = 7 / 8 / 9 / 10, against 19.3 / 24.8 / 31.4 / 47.2 on the cuBLAS path with the copy; 48 / 69 /
+83 / 91% of the INT8 ceiling (cuBLAS's 8192^3 rate in the same run).
 
 References:
     [ozIMMU] H. Ootomo, K. Ozaki, R. Yokota, "DGEMM on integer matrix multiplication unit",
