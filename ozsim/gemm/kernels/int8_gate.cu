@@ -36,23 +36,21 @@
 #endif
 #define MAXD 2200
 #include "gate_groups.cuh"
+#include "exact_int.cuh"
 
 __constant__ float a_slices[3 * K * S * K];  // [Re, Im, Re + Im][row][slice][k] (split_rows')
 #define RMAGIC 6755399441055744.0  // 1.5 * 2**52: (y + RMAGIC) - RMAGIC = rint(y), |y| < 2**51
 #define RMAGIC32 12582912.0f       // 1.5 * 2**23
 
 // Small integers between FP32, FP64 and INT32 by exponent tricks (exact for |v| < 2**22), not
-// the conversion unit (a quarter of the FP64 rate on Hopper).
+// the conversion unit (a quarter of the FP64 rate on Hopper); small_to_double is in
+// exact_int.cuh.
 __device__ __forceinline__ float small_to_float(int v) { return __int_as_float(0x4B400000 + v) - RMAGIC32; }
 #if SPLITS * K * 254 * 254 < (1 << 22)  // every |P| < 2**22: the exponent trick is exact
 __device__ __forceinline__ int float_to_small(float v) { return __float_as_int(v + RMAGIC32) - 0x4B400000; }
 #else  // (d = 2, s > 16) products up to 2**24: the conversion unit
 __device__ __forceinline__ int float_to_small(float v) { return __float2int_rn(v); }
 #endif
-__device__ __forceinline__ double small_to_double(int v)
-{
-    return __hiloint2double(0x43300000, v ^ 0x80000000) - 4503601774854144.0;  // 2**52 + 2**31
-}
 __constant__ int a_exp[K];
 
 extern "C" __global__ void __launch_bounds__(256)

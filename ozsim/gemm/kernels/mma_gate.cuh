@@ -33,11 +33,7 @@
 #define NOT_FINITE (-0x7fffffff)
 #include "gate_groups.cuh"
 #include "group_sync.cuh"
-
-__device__ __forceinline__ double small_to_double(int v)
-{
-    return __hiloint2double(0x43300000, v ^ 0x80000000) - 4503601774854144.0;  // 2**52 + 2**31
-}
+#include "exact_int.cuh"
 
 // x 2**k, correctly rounded (a multiplication where 2**k is a normal double, else ldexp)
 __device__ __forceinline__ double scale2(double x, int k)

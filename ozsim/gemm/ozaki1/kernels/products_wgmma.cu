@@ -25,6 +25,7 @@
 #error "products_wgmma.cu needs -DBM, -DBN, -DBK and -DSTAGES (ozsim.gemm.ozaki1.wgmma)"
 #endif
 #include "../../ozaki2/kernels/hopper.cuh"
+#include "../../kernels/exact_int.cuh"  // small_to_double: the epilogue's INT32 -> FP64
 
 #if BM != 128 || BN != 128
 #error "oz_gemm_acc: two consumer warpgroups of m64n128k32 (BM = BN = 128)"
@@ -54,14 +55,6 @@ __device__ __forceinline__ void fence_acc64(int (&d)[64])
 {
 #pragma unroll
     for (int i = 0; i < 64; ++i) asm volatile("" : "+r"(d[i]) :: "memory");
-}
-
-// (double)v, exactly, on the FP64 pipe: 2**52 + 2**31 + v as a double's bits, minus that
-// offset (the conversion unit, cvt.rn.f64.s32, runs at a quarter of the FP64 rate on Hopper
-// and bound the epilogue)
-__device__ __forceinline__ double int_to_double(int v)
-{
-    return __hiloint2double(0x43300000, v ^ 0x80000000) - 4503601774854144.0;
 }
 
 // work item w -> (row tile, first column): grouped raster, `group` column tiles x all row tiles
@@ -116,7 +109,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) oz_gemm_acc(
                             const int ak = (2 * a + h) * kbs, rb = n0 + h * nbp;
                             for (int kb = 0; kb < kbs; ++kb, ++it) {
                                 const int q = it % STAGES;
-                                if (it >= STAGES) mbar_wait(empty0 + 8 * q, ((it / STAGES) - 1) & 1);
+                                if (it >= STAGES)
+                                    mbar_wait(empty0 + 8 * q, ((it / STAGES) - 1) & 1);
                                 const u32 full = full0 + 8 * q, sa = base + q * STAGE_BYTES;
                                 mbar_expect_tx(full, STAGE_BYTES);
                                 tma_load(sa, &ta, (ak + kb) * BK, m0, full);
@@ -167,10 +161,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) oz_gemm_acc(
             if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % STAGES));
             if (t == s + 1) {
 #pragma unroll
-                for (int i = 0; i < 64; ++i) S[i] = int_to_double(d[i]);
+                for (int i = 0; i < 64; ++i) S[i] = small_to_double(d[i]);
             } else {
 #pragma unroll
-                for (int i = 0; i < 64; ++i) S[i] = fma(S[i], w, int_to_double(d[i]));
+                for (int i = 0; i < 64; ++i) S[i] = fma(S[i], w, small_to_double(d[i]));
             }
         }
         // accumulator i = 4 j + 2 h + e: image row 16 wq + (lane / 4) + 8 h (h: real, imaginary
