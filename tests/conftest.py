@@ -25,3 +25,21 @@ def xp(request):
     if request.param == "numpy":
         return np
     return cupy_or_skip()
+
+
+@pytest.fixture
+def gathered_calls(monkeypatch):
+    """A list that gets, for every ``StateVector._gathered`` call from here on, whether the
+    engine read the state through the permutation (a ``GatheredMatrix``) instead of copying it."""
+    from ozsim.statevector import StateVector
+
+    calls: list[bool] = []
+    real = StateVector._gathered
+
+    def spy(self, front, backend):
+        out = real(self, front, backend)
+        calls.append(out[0] is not None)
+        return out
+
+    monkeypatch.setattr(StateVector, "_gathered", spy)
+    return calls

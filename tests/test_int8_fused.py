@@ -119,22 +119,13 @@ def test_fits_refuses_what_the_kernel_cannot_do():
 
 @pytest.mark.parametrize("gather", ["1", "0"])
 @pytest.mark.parametrize("backend", ["int8x8", "int8-auto"])
-def test_seven_and_eight_qubit_gates_are_bitwise_the_cpu_run(backend, gather, monkeypatch):
+def test_seven_and_eight_qubit_gates_are_bitwise_the_cpu_run(backend, gather, monkeypatch,
+                                                             gathered_calls):
     """Gates above the one-pass kernels' 6 qubits (the GEMM path: fused on an H100/H200, cuBLAS
     elsewhere), through the simulator, random targets, the state read through the permutation
     (OZSIM_GATHER=1: no transposing copy) or copied first: the GPU's state is the CPU's."""
-    from ozsim.statevector import StateVector
-
     monkeypatch.setenv("OZSIM_GATHER", gather)
-    gathered = []
-    real = StateVector._gathered
-
-    def spy(self, front, backend):
-        out = real(self, front, backend)
-        gathered.append(out[0] is not None)
-        return out
-
-    monkeypatch.setattr(StateVector, "_gathered", spy)
+    gathered = gathered_calls
     rng = np.random.default_rng(40)
     circ = Circuit(12, name="wide")
     for d in (7, 8, 7):
