@@ -70,6 +70,7 @@
 #error "the wgmma form needs d >= 5 (a warpgroup's 64 rows of the embedding)"
 #endif
 #include "mma_gate.cuh"
+#include "../ozaki1/kernels/histogram.cuh"  // oz_count_loss, oz_flush_counts
 #if WGMMA
 #include "wgmma_s8.cuh"
 #if WNT != 4
@@ -404,28 +405,6 @@ int8_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p
     }
 }
 
-// frexp's exponent of a nonzero finite v, from its bits (frexp itself for a subnormal)
-__device__ __forceinline__ int exponent_of(double v)
-{
-    const int ex = (int)((__double_as_longlong(v) >> 52) & 0x7ff);
-    if (ex != 0) return ex - 1022;
-    int e;
-    frexp(v, &e);
-    return e;
-}
-
-// the packed counters of losses 0..7 (8 bits each) into the shared histogram
-__device__ __forceinline__ void flush_counts(unsigned* sh, unsigned& lo, unsigned& hi)
-{
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-        const unsigned cl = (lo >> (8 * b)) & 0xffu, ch = (hi >> (8 * b)) & 0xffu;
-        if (cl) atomicAdd(&sh[b], cl);
-        if (ch) atomicAdd(&sh[4 + b], ch);
-    }
-    lo = hi = 0;
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS)
 int8_gate_mma_stats(const double2* __restrict__ psi, long long groups, int p0, int p1, int p2,
                     int p3, int p4, int p5, unsigned long long* __restrict__ hist,
@@ -456,23 +435,11 @@ int8_gate_mma_stats(const double2* __restrict__ psi, long long groups, int p0, i
 #pragma unroll
         for (int i = 0; i < MPT; ++i)
 #pragma unroll
-            for (int part = 0; part < 2; ++part) {
-                const double v = part ? x[i].y : x[i].x;
-                if (v != 0.0) {
-                    const int b = min(e - exponent_of(v), MAXD);
-                    if (b < 8) {
-                        const unsigned inc = 1u << (8 * (b & 3));
-                        if (b < 4) lo += inc; else hi += inc;
-                    } else {
-                        atomicAdd(&sh[b], 1u);
-                    }
-                }
-            }
+            for (int part = 0; part < 2; ++part)
+                oz_count_loss(sh, lo, hi, e, part ? x[i].y : x[i].x);
         counted += 2 * MPT;
-        if (counted > 255 - 2 * MPT) { flush_counts(sh, lo, hi); counted = 0; }
+        if (counted > 255 - 2 * MPT) { oz_flush_counts(sh, lo, hi); counted = 0; }
     }
-    flush_counts(sh, lo, hi);
-    __syncthreads();
-    for (int i = threadIdx.x; i <= MAXD; i += blockDim.x)
-        if (sh[i]) atomicAdd(&hist[i], (unsigned long long)sh[i]);
+    oz_flush_counts(sh, lo, hi);
+    oz_hist_flush(sh, hist);
 }
