@@ -62,9 +62,10 @@ def _brickwork(num_qubits, depth, d, seed):
 # -- kernels against the CPU functions --------------------------------------------------------
 @pytest.mark.parametrize("phi", PHIS)
 @pytest.mark.parametrize("shape", [(37, 5), (6, 300), (1, 1), (2**12, 4), (33, 16), (1000, 128),
-                                   (300, 512), (5, 1024)])
+                                   (300, 512), (5, 1024), (77, 32), (45, 64), (129, 256)])
 def test_analyse_matches_row_exponents_and_histogram(phi, shape):
-    """Both kernels (a thread a row, a warp a row), state-vector row lengths included."""
+    """All three kernels (values in registers for k = 32 .. 1024, a power of two; else a thread
+    a row or a warp a row), state-vector row lengths included."""
     rng = np.random.default_rng(11)
     x = ozaki_matrix(rng, *shape, phi)
     x[0, :] = 0  # a zero row
@@ -78,6 +79,18 @@ def test_analyse_matches_row_exponents_and_histogram(phi, shape):
         e_t, h_t = _cuda.analyse(view.T)  # columns: the B operand's case
         np.testing.assert_array_equal(e_t.get(), row_exponents(x.T))
         np.testing.assert_array_equal(h_t, loss_histogram(x.T, row_exponents(x.T)))
+
+
+@pytest.mark.parametrize("k", [64, 128, 256, 512])
+def test_analyse_register_counts_are_flushed_before_they_wrap(k, monkeypatch):
+    """oz_analyse_r counts losses 0..7 in 8-bit fields: with one multiprocessor's worth of blocks
+    every thread takes many rows, so a missing flush would wrap the counts."""
+    monkeypatch.setattr(_cuda, "_sms", lambda: 1)
+    rng = np.random.default_rng(k)
+    x = ozaki_matrix(rng, 2**21 // k + 3, k, 0.5)
+    e, h = _cuda.analyse(cp.asfortranarray(cp.asarray(x)))
+    np.testing.assert_array_equal(e.get(), row_exponents(x))
+    np.testing.assert_array_equal(h, loss_histogram(x, row_exponents(x)))
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -96,6 +109,25 @@ def test_split_matches_split_rows(reverse, s, shape):
     np.testing.assert_array_equal(got[:rows, :, :k], ref[:rows])
     np.testing.assert_array_equal(got[ra : ra + rows, :, :k], ref[rows:])
     assert not got[:, :, k:].any() and not got[rows:ra].any() and not got[ra + rows :].any()
+
+
+@pytest.mark.parametrize("s", [3, 9, 18])
+@pytest.mark.parametrize("shape", [(45, 128), (37, 256), (9, 512), (200, 128)])
+def test_split_at_state_vector_row_lengths_matches_split_rows(s, shape):
+    """k of 7- to 9-qubit gates (16 bytes a thread and slice), rows adjacent in memory and rows
+    contiguous along k, a zero row and padding rows."""
+    rng = np.random.default_rng(s)
+    x = ozaki_matrix(rng, *shape, 3.0)
+    x[1, :] = 0
+    rows, k = shape
+    e = row_exponents(x)
+    ref = split_rows(x, e, s, 7, reverse=True)
+    ra = _cuda.padded_rows(rows) + 6
+    for view in (cp.asarray(x), cp.asfortranarray(cp.asarray(x))):
+        got = _cuda.split(view, cp.asarray(e), s, 7, reverse=True, rows_alloc=ra).get()
+        np.testing.assert_array_equal(got[:rows], ref[:rows])
+        np.testing.assert_array_equal(got[ra : ra + rows], ref[rows:])
+        assert not got[rows:ra].any() and not got[ra + rows :].any()
 
 
 @pytest.mark.parametrize("k", [4, 128, 1024])

@@ -58,7 +58,8 @@ OPTIONS = {
 }
 #: Further variants compiled as well (compile-time branches the first variant does not take).
 MORE_OPTIONS = {
-    "ozaki1/kernels/analyse.cu": [[f"-DMAXD={_MAX_EXP_DIFF}", "-DTAB=1"]],
+    "ozaki1/kernels/analyse.cu": [[f"-DMAXD={_MAX_EXP_DIFF}", "-DTAB=1"],
+                                  [f"-DMAXD={_MAX_EXP_DIFF}", "-DVPT=16"]],
     "ozaki1/kernels/split.cu": [["-DCH=4", "-DTAB=1"], ["-DCH=8"]],
     "gemm/kernels/dense_gate.cu": [["-std=c++17", "-DGATE_QUBITS=5", "-DSINGLE=1"],
                                    ["-std=c++17", "-DGATE_QUBITS=4", "-DSINGLE=1"],

@@ -6,11 +6,13 @@ It computes exactly what the CPU path computes, bit for bit, on the GPU:
 ============  ===================================================================================
 stage         what runs
 ============  ===================================================================================
-analyse       ``oz_analyse_t`` / ``oz_analyse_w`` (``kernels/analyse.cu``, the histogram's helpers
-              in ``kernels/histogram.cuh``): one kernel reads each complex value of B's
-              columns (A's rows) and writes the scaling exponents, a NaN/Inf flag and, for
-              INT8-AUTO, the loss histogram (shared-memory counts, one global add per bin and
-              block). Same integers as :func:`~ozsim.gemm.ozaki1.row_exponents` and
+analyse       ``oz_analyse_r`` / ``oz_analyse_t`` / ``oz_analyse_w`` (``kernels/analyse.cu``, the
+              histogram's helpers in ``kernels/histogram.cuh``): one kernel reads B's columns
+              (A's rows), once where a row fits a warp's registers (:func:`_analyse_vpt`),
+              and writes the scaling exponents, a NaN/Inf flag and, for INT8-AUTO, the loss
+              histogram (losses 0..7 counted in registers, the rest in shared memory, one
+              global add per bin and block). Same integers as
+              :func:`~ozsim.gemm.ozaki1.row_exponents` and
               :func:`~ozsim.gemm.ozaki1.loss_histogram`.
 split         ``oz_split`` (``kernels/split.cu``): reads each complex value once, writes its
               ``2 s`` INT8 slices K-major (``(2 rows, s, kpad)``, ``kpad`` = k rounded up to 4 or
@@ -106,12 +108,28 @@ MAX_EXP_DIFF = 2200
 _KERNELS = Path(__file__).parent / "kernels"
 
 
-def _kernel(name: str, tab: bool = False):
-    """``oz_analyse_t`` / ``oz_analyse_w`` (``kernels/analyse.cu``; ``tab``: reading through
-    offset tables) or ``oz_accumulate`` (``kernels/accumulate.cu``)."""
-    if name in ("oz_analyse_t", "oz_analyse_w"):
+def _analyse_vpt(k: int) -> int | None:
+    """Values a thread of ``oz_analyse_r`` holds for rows of length ``k`` (``-DVPT``; ``k / VPT``
+    threads a row, a power of two <= 32), or ``None`` where the two-read kernels run. Fewer values
+    a thread leave room for more warps: H200, N = 30, the state through the permutation, analysis
+    in copy floors at d = 7 / 8 / 9, VPT = 8: 0.57-0.62 / 0.62-0.83 / 0.96-0.99, VPT = 16:
+    0.72-0.75 / 0.77-0.94 / 0.80-0.81, VPT = 32: 1.26-1.30 / 1.39-1.70 / 1.40-1.45; at d = 10
+    (VPT = 32) 1.43-1.88 against the two-read kernels' 0.95-1.04."""
+    for vpt in (8, 16):
+        tpr = k // vpt
+        if k % vpt == 0 and 1 <= tpr <= 32 and tpr & (tpr - 1) == 0:
+            return vpt
+    return None
+
+
+def _kernel(name: str, tab: bool = False, vpt: int = 8):
+    """``oz_analyse_r`` / ``oz_analyse_t`` / ``oz_analyse_w`` (``kernels/analyse.cu``; ``tab``:
+    reading through offset tables; ``vpt``: values a thread of ``oz_analyse_r``) or
+    ``oz_accumulate`` (``kernels/accumulate.cu``)."""
+    if name in ("oz_analyse_r", "oz_analyse_t", "oz_analyse_w"):
         return raw_module(_KERNELS / "analyse.cu",
-                          (f"-DMAXD={MAX_EXP_DIFF}", f"-DTAB={int(tab)}")).get_function(name)
+                          (f"-DMAXD={MAX_EXP_DIFF}", f"-DTAB={int(tab)}",
+                           f"-DVPT={vpt}")).get_function(name)
     if name == "oz_accumulate":
         return raw_module(_KERNELS / "accumulate.cu").get_function(name)
     raise KeyError(name)
@@ -148,7 +166,9 @@ def _grid(total: int) -> int:
 
 # -- analysis and splitting ---------------------------------------------------------------------
 def analyse(x, histogram: bool = True):
-    """Row exponents and loss histogram of a complex matrix on the GPU, one read of each value.
+    """Row exponents and loss histogram of a complex matrix on the GPU: one read of each value
+    for ``k`` a power of two up to 512 (``oz_analyse_r``, the values in registers; the state's
+    columns for gates of up to 9 qubits), else two (the row's exponent, then each value's loss).
 
     Args:
         x (cupy.ndarray): ``(rows, k)`` complex128, any strides (``b.T`` for B's columns), or a
@@ -174,12 +194,17 @@ def analyse(x, histogram: bool = True):
         sr, sc, roff, koff = _geometry(x)
         tab = not isinstance(roff, np.uint64)
         thread_per_row = abs(sr) <= abs(sc)
-        name = "oz_analyse_t" if thread_per_row else "oz_analyse_w"
-        grid = _grid(rows if thread_per_row else rows * 32)
+        vpt = _analyse_vpt(k)
+        if vpt:
+            name, grid = "oz_analyse_r", _grid(-(-rows * (k // vpt) // 32) * 32)
+        elif thread_per_row:
+            name, grid = "oz_analyse_t", _grid(rows)
+        else:
+            name, grid = "oz_analyse_w", _grid(rows * 32)
         args = (x.data if tab else x, np.int64(rows), np.int64(k), np.int64(sr), np.int64(sc),
                 exps, hist if histogram else np.uint64(0), flag, roff, koff)
         with _stage("analyse"):
-            _kernel(name, tab)((grid,), (_THREADS,), args)
+            _kernel(name, tab, vpt or 8)((grid,), (_THREADS,), args)
     elif rows:
         exps.fill(0)
     if int(flag.get()[0]):

@@ -1,6 +1,7 @@
 // Scheme I, stage "analyse" (ozsim.gemm.ozaki1.cuda.analyse): the scaling exponent of every
-// row, a NaN/Inf flag and, for INT8-AUTO, the loss histogram, reading each value once.
-// Options: -DMAXD=<ozaki1.cuda.MAX_EXP_DIFF> (the histogram's last bin); -DTAB=1: X read
+// row, a NaN/Inf flag and, for INT8-AUTO, the loss histogram.
+// Options: -DMAXD=<ozaki1.cuda.MAX_EXP_DIFF> (the histogram's last bin); -DVPT=<values a thread
+// of oz_analyse_r> (default 8); -DTAB=1: X read
 // through offset tables, X[r, kk] = x[roff[r] + koff[kk]] (the state through a gate's qubit
 // permutation, ozaki2.cuda.GatheredMatrix; a compile-time choice: a per-value test costs issue
 // slots), else X[r, kk] = x[r sr + kk sc].
@@ -15,8 +16,77 @@
 #else
 #define OZ_AT(r, kk) ((r) * sr + (kk) * sc)
 #endif
+#ifndef VPT
+#define VPT 8
+#endif
 #define DMAX 1.7976931348623157e308
 #include "histogram.cuh"
+
+// Exponents (and optionally the loss histogram) of the rows of X (rows, k), each value read once
+// and held in registers: a warp takes 32 / tpr rows, tpr = k / VPT lanes a row (k = tpr VPT, tpr
+// a power of two <= 32), lane j tpr + q holding values kk = c tpr + q of row j. For rows
+// adjacent in memory (|sr| == 1) each load covers 32 / tpr adjacent rows. The kernels below read
+// each value twice (the row's exponent first, then each value's loss against it). Losses 0..7
+// are counted in registers (oz_count_loss). VPT trades registers (occupancy) against adjacent
+// rows a load: ozsim.gemm.ozaki1.cuda._analyse_vpt gives the measured choice.
+extern "C" __global__ void __launch_bounds__(256) oz_analyse_r(
+    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    int* __restrict__ exps, unsigned long long* __restrict__ hist, int* __restrict__ flag,
+    const long long* __restrict__ roff, const long long* __restrict__ koff)
+{
+    __shared__ unsigned int sh[MAXD + 1];
+    const bool want = hist != 0;
+    if (want) {
+        for (int i = threadIdx.x; i <= MAXD; i += blockDim.x) sh[i] = 0u;
+        __syncthreads();
+    }
+    const int tpr = (int)(k / VPT), lane = threadIdx.x & 31;
+    const int j = lane / tpr, q = lane % tpr, rw = 32 / tpr;
+    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const long long ngroups = (rows + rw - 1) / rw;
+    unsigned lo = 0, hi = 0;
+    int counted = 0;
+    for (long long g = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < ngroups;
+         g += nwarps) {
+        const long long r = g * rw + j;
+        const bool valid = r < rows;
+        double2 v[VPT];
+#pragma unroll
+        for (int c = 0; c < VPT; ++c)
+            v[c] = valid ? x[OZ_AT(r, (long long)(c * tpr + q))] : make_double2(0.0, 0.0);
+        double mx = 0.0;
+        int fin = 1;
+#pragma unroll
+        for (int c = 0; c < VPT; ++c) {
+            fin &= (fabs(v[c].x) <= DMAX) & (fabs(v[c].y) <= DMAX);
+            mx = fmax(mx, fmax(fabs(v[c].x), fabs(v[c].y)));
+        }
+        for (int o = 1; o < tpr; o <<= 1) {
+            mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            fin &= __shfl_xor_sync(0xffffffffu, fin, o);
+        }
+        int e = 0;
+        if (!fin) mx = 0.0;
+        if (mx != 0.0) frexp(mx, &e);
+        if (valid && q == 0) {
+            exps[r] = e;
+            if (!fin) *flag = 1;
+        }
+        if (want && fin) {
+#pragma unroll
+            for (int c = 0; c < VPT; ++c) {
+                oz_count_loss(sh, lo, hi, e, v[c].x);
+                oz_count_loss(sh, lo, hi, e, v[c].y);
+            }
+            counted += 2 * VPT;
+            if (counted > 255 - 2 * VPT) { oz_flush_counts(sh, lo, hi); counted = 0; }
+        }
+    }
+    if (want) {
+        oz_flush_counts(sh, lo, hi);
+        oz_hist_flush(sh, hist);
+    }
+}
 
 // Scaling exponents (and optionally the loss histogram) of the rows of X (rows, k), complex128
 // with element strides (sr, sc). One thread per row: for rows adjacent in memory (|sr| == 1).
