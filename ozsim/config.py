@@ -59,6 +59,10 @@ SWITCHES: tuple[Switch, ...] = (
            "scheme I GEMM-path products on Hopper: one wgmma kernel that accumulates in FP64 "
            "(1) or cuBLAS INT8 GEMMs writing INT32 planes and an accumulation kernel (0); "
            "same bits"),
+    Switch("OZSIM_INT8_SPECULATE", ("1", "0"), "1",
+           "int8-auto's GEMM path on Hopper analyses and splits B in one read with the last "
+           "gate's number of slices, multiplying again where the rule then chooses another "
+           "(1), or analyses B before splitting it (0); same bits"),
     Switch("OZSIM_CUBLASLT", ("1", "0"), "1",
            "long-K INT8 GEMMs may use a tuned cuBLASLt algorithm (1) or only cublasGemmEx in "
            "pieces (0); same bits"),

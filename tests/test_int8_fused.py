@@ -117,23 +117,77 @@ def test_fits_refuses_what_the_kernel_cannot_do():
     np.testing.assert_array_equal(got, zgemm(a, b, backend="int8x17"))
 
 
+@pytest.fixture
+def speculative_calls(monkeypatch):
+    """The calls of ``cuda.analyse_split`` (int8-auto's one-read analysis and split), recorded;
+    the guesses of earlier tests forgotten."""
+    calls = []
+    real = _cuda.analyse_split
+    monkeypatch.setattr(_cuda, "_last_b_splits", {})
+    monkeypatch.setattr(_cuda, "analyse_split",
+                        lambda *args, **kw: (calls.append(args[1]), real(*args, **kw))[1])
+    return calls
+
+
+@needs_fused
+@pytest.mark.parametrize("phi", [0.1, 1.0, 4.0])
+@pytest.mark.parametrize("k", [128, 256, 512])
+def test_speculative_auto_is_bitwise_the_cpu(k, phi, speculative_calls):
+    """int8-auto with B analysed and split in one read for a guessed s: no guess (B analysed
+    first), the right guess, one too large and one too small (A's s then decides) all give the
+    CPU's bits and the CPU's s; a wrong guess multiplies again with the rule's s. (k = 512:
+    rows too long for the one-read kernel, B analysed first whatever the guess.)"""
+    rng = np.random.default_rng(k + int(10 * phi))
+    a, b = ozaki_matrix(rng, k, k, 0.1), ozaki_matrix(rng, k, 3000, phi)
+    want, info = zgemm(a, b, backend="int8-auto", T=1.0, return_info=True)
+    a_d, b_d = PreparedOperand(cp.asarray(a)), cp.asarray(b)
+    for guess in (None, info.num_splits, 18, 3):
+        _cuda._last_b_splits.clear()
+        if guess is not None:
+            _cuda._last_b_splits[(k, 1.0)] = guess
+        speculative_calls.clear()
+        got, got_info = zgemm(a_d, b_d, backend="int8-auto", T=1.0, return_info=True)
+        assert bool(speculative_calls) == (guess is not None and k <= 256)
+        assert got_info.num_splits == info.num_splits
+        np.testing.assert_array_equal(got.get(), want)
+    assert _cuda._last_b_splits[(k, 1.0)] == info.num_splits  # (A's s is 8, B's the larger)
+
+
+@needs_fused
+def test_speculative_auto_nan_raises_and_leaves_b_as_it_was(speculative_calls):
+    a, b = _pair(5, 128, 128, 500, 1.0)
+    b[3, 7] = np.nan
+    b_d = cp.asarray(b)
+    _cuda._last_b_splits[(128, 1.0)] = 9
+    with pytest.raises(Exception, match="NaN"):
+        zgemm(cp.asarray(a), b_d, backend="int8-auto", T=1.0)
+    assert speculative_calls
+    np.testing.assert_array_equal(b_d.get().view(np.uint64), b.view(np.uint64))
+
+
+@pytest.mark.parametrize("speculate", ["1", "0"])
 @pytest.mark.parametrize("gather", ["1", "0"])
 @pytest.mark.parametrize("backend", ["int8x8", "int8-auto"])
-def test_seven_and_eight_qubit_gates_are_bitwise_the_cpu_run(backend, gather, monkeypatch,
-                                                             gathered_calls):
+def test_seven_and_eight_qubit_gates_are_bitwise_the_cpu_run(backend, gather, speculate,
+                                                             monkeypatch, gathered_calls,
+                                                             speculative_calls):
     """Gates above the one-pass kernels' 6 qubits (the GEMM path: fused on an H100/H200, cuBLAS
     elsewhere), through the simulator, random targets, the state read through the permutation
-    (OZSIM_GATHER=1: no transposing copy) or copied first: the GPU's state is the CPU's."""
+    (OZSIM_GATHER=1: no transposing copy) or copied first, int8-auto's split speculated from
+    the last gate of the same size or not: the GPU's state is the CPU's."""
     monkeypatch.setenv("OZSIM_GATHER", gather)
+    monkeypatch.setenv("OZSIM_INT8_SPECULATE", speculate)
     gathered = gathered_calls
     rng = np.random.default_rng(40)
     circ = Circuit(12, name="wide")
-    for d in (7, 8, 7):
+    for d in (7, 8, 7, 8):
         circ.unitary(haar_unitary(1 << d, rng), tuple(int(x) for x in rng.permutation(12)[:d]))
     kw = {"backend": backend, "T": 1.0, "max_fused_qubits": 0}
     cpu = Simulator(device="cpu", **kw).run(circ)
     gathered.clear()  # (the CPU's state vector never gathers)
     gpu = Simulator(device="gpu", **kw).run(circ)
     assert gathered and all(gathered) == (gather == "1") and any(gathered) == (gather == "1")
+    assert bool(speculative_calls) == (backend == "int8-auto" and speculate == "1"
+                                       and wgmma.available())
     assert gpu.metadata["splits"] == cpu.metadata["splits"]
     np.testing.assert_array_equal(gpu.statevector, cpu.statevector)

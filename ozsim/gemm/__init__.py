@@ -110,7 +110,9 @@ def zgemm(
         TypeError: operands not complex128 or from different array libraries.
         ValueError: not 2-D, mismatched inner dimensions, unknown backend, ``T < 0``, ``out``
             of the wrong shape or overlapping ``a`` or ``b``.
-        NonFiniteError: NaN or Inf in an operand.
+        NonFiniteError: NaN or Inf in an operand. The operands are left as they were; ``out``
+            may have been written where ``int8-auto`` runs its speculative GPU path
+            (:func:`ozsim.gemm.ozaki1.cuda.int8_auto_speculative`).
 
     References:
         Ootomo, Ozaki, Yokota, "DGEMM on integer matrix multiplication unit" (ozIMMU), Alg. 3-4 and

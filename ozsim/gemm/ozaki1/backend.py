@@ -68,17 +68,25 @@ def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
         return c, GemmInfo(backend.name, backend.count, bits)
     prep = prep if prep is not None else PreparedOperand(mat)
     n = b.shape[1]
+    ws = default_workspace_bytes(xp) if workspace_bytes is None else workspace_bytes
+    s_run = None  # the s of a product already made (the GPU's speculative split)
     if xp is np:
-        ws = default_workspace_bytes(xp) if workspace_bytes is None else workspace_bytes
         eB, hist_b = analyse_rows(b.T, _block_columns(n, mat.shape[1], MAX_SPLITS, ws))
     else:  # pragma: no cover - GPU: one fused kernel, histogram returned as NumPy
-        from .cuda import analyse
+        from . import cuda
 
-        eB, hist_b = analyse(b.T)
+        done = cuda.int8_auto_speculative(prep, b, bits, T, out=out, workspace_bytes=ws)
+        if done is None:
+            eB, hist_b = cuda.analyse(b.T)
+        else:
+            out, eB, hist_b, s_run = done
+        cuda.note_b_splits(mat.shape[1], T, hist_b, bits)
     s = choose_num_splits(prep.histogram, hist_b, bits, T)
     if s is None:  # (cuBLAS reads a strided array: a gathered B is copied)
         b = b.materialize() if getattr(b, "_ozsim_gathered", False) else b
         return matmul(mat, b, out, xp), GemmInfo(backend.name, None, bits, fallback=True)
     info = GemmInfo(backend.name, s, bits, mean_loss(prep.histogram, s, bits),
                     mean_loss(hist_b, s, bits))
-    return int8_zgemm(prep, b, s, b_exponents=eB, out=out, workspace_bytes=workspace_bytes), info
+    if s == s_run:
+        return out, info
+    return int8_zgemm(prep, b, s, b_exponents=eB, out=out, workspace_bytes=ws), info

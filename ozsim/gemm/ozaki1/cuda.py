@@ -29,6 +29,11 @@ INT8 GEMMs    ``cublasGemmEx`` with ``CUDA_R_8I`` inputs, ``CUDA_R_32I`` output 
               ``oz_small_gemm`` (``kernels/products_dp4a.cu``) computes the same planes on the
               CUDA cores (``__dp4a``), where cuBLAS's skinny INT8 GEMMs run at a tenth of memory
               bandwidth.
+speculative   ``oz_analyse_split`` (``kernels/analyse.cu``; the split's code in
+              ``kernels/slices.cuh``): INT8-AUTO on the fused path below
+              (:func:`int8_auto_speculative`) analyses and splits each column block of B in
+              one read, for the number of slices of the last GEMM of its size, and checks that
+              number against the rule afterwards.
 fused         on Hopper, where :func:`_fused` holds (gates of 7 to 10 qubits), the INT8 products
               and the accumulation below are one kernel, ``oz_gemm_acc``
               (:mod:`ozsim.gemm.ozaki1.wgmma`): no INT32 plane reaches HBM.
@@ -96,6 +101,7 @@ from .._gpu import (  # noqa: F401 - the shared helpers, also reached as ozaki1.
     profile_stages,
     raw_module,
 )
+from .scheme import fewest_splits
 
 __all__ = ["analyse", "split", "int8_zgemm_gpu", "plan", "profile_stages", "last_stats"]
 
@@ -341,9 +347,12 @@ def _fused(m: int, kpad: int, num_splits: int, bits: int) -> bool:
             and wgmma.available())
 
 
-def _fused_zgemm(prep, a_sl, b, b_exponents, out, p: Plan, s: int, bits: int):
+def _fused_zgemm(prep, a_sl, b, b_exponents, out, p: Plan, s: int, bits: int,
+                 split_block=None):
     """:func:`int8_zgemm_gpu`'s column blocks through :func:`ozsim.gemm.ozaki1.wgmma.gemm_acc`:
-    B's slices, then one kernel for the products and the accumulation (no INT32 planes)."""
+    B's slices, then one kernel for the products and the accumulation (no INT32 planes).
+    ``split_block(j0, nb, b_sl)``, if given, fills ``b_sl`` with the slices of columns
+    ``j0 .. j0+nb-1`` (and their exponents) instead of :func:`split`."""
     from . import wgmma
 
     m, n = out.shape
@@ -362,13 +371,133 @@ def _fused_zgemm(prep, a_sl, b, b_exponents, out, p: Plan, s: int, bits: int):
         nbp = padded_rows(nb)
         b_sl = b_sl_buf[: 2 * nbp * s * p.kpad].reshape(2 * nbp, s, p.kpad)
         with _stage("split_b"):
-            split(b[:, j0 : j0 + nb].T, b_exponents[j0 : j0 + nb], s, bits, reverse=True,
-                  kpad=p.kpad, rows_alloc=nbp, out=b_sl)
+            if split_block is not None:
+                split_block(j0, nb, b_sl)
+            else:
+                split(b[:, j0 : j0 + nb].T, b_exponents[j0 : j0 + nb], s, bits, reverse=True,
+                      kpad=p.kpad, rows_alloc=nbp, out=b_sl)
         with _stage("gemm"):
             for (i0, i1), img in zip(blocks, imgs):
                 wgmma.gemm_acc(img, b_sl, i1 - i0, nb, s, bits, prep.exponents[i0:i1],
                                b_exponents[j0 : j0 + nb], out[i0:i1, j0 : j0 + nb])
     return out
+
+
+def analyse_split(x, num_splits: int, bits: int, exps, hist, flag, out) -> None:
+    """:func:`analyse` and :func:`split` (``reverse=True``) in one read of ``x``:
+    ``oz_analyse_split`` (``kernels/analyse.cu``), for :func:`int8_auto_speculative`.
+
+    Args:
+        x (cupy.ndarray): ``(rows, k)`` complex128 or a
+            :class:`~ozsim.gemm.ozaki2.cuda.GatheredMatrix`; ``k`` a power of two, 8 to 256
+            (:func:`_split_vpt`).
+        num_splits, bits: ``s`` and ``b``.
+        exps (cupy.ndarray): ``(rows,)`` int32, written.
+        hist (cupy.ndarray): ``(MAX_EXP_DIFF + 1,)`` uint64 loss histogram, **added to**.
+        flag (cupy.ndarray): ``(1,)`` int32, set to 1 where ``x`` has NaN or Inf (then that
+            row's exponent is 0 and its slices are meaningless).
+        out (cupy.ndarray): ``(2 ra, s, k)`` int8 slices, as :func:`split` writes them.
+    """
+    rows, k = x.shape
+    vpt = _split_vpt(k)
+    ra = out.shape[0] // 2
+    if vpt is None or out.shape[1:] != (num_splits, k):
+        raise ValueError(f"oz_analyse_split does not take k = {k} / out {out.shape}")
+    sr, sc, roff, koff = _geometry(x)
+    tab = not isinstance(roff, np.uint64)
+    fn = raw_module(_KERNELS / "analyse.cu", (f"-DMAXD={MAX_EXP_DIFF}", f"-DTAB={int(tab)}",
+                                              f"-DVPT={vpt}")).get_function("oz_analyse_split")
+    fn((_grid(-(-ra * (k // vpt) // 32) * 32),), (_THREADS,),
+       (x.data if tab else x, np.int64(rows), np.int64(ra), np.int64(k), np.int64(sr),
+        np.int64(sc), exps, hist, flag, roff, koff, np.int32(bits), np.int32(num_splits), out))
+
+
+#: Values a thread of ``oz_analyse_split`` holds (the bytes it stores a slice): k up to 32 of
+#: them, so gates of up to 8 qubits. H200, N = 30, int8-auto T = 1 a gate in copy floors
+#: (random targets / the lowest ones), analysis and split apart against one read with 8 and with
+#: 16 values a thread: d = 7 6.76 / 7.05, 6.54 / 6.89, 7.10 / 6.83; d = 8 12.58 / 12.41,
+#: 11.89 / 11.76, 12.24 / 12.31; d = 9 (16 only) 20.63 / 20.47 against 20.87 / 20.60.
+SPLIT_VPT = 8
+
+
+def _split_vpt(k: int) -> int | None:
+    """:data:`SPLIT_VPT` where ``k / SPLIT_VPT`` is a power of two <= 32, else ``None``."""
+    tpr = k // SPLIT_VPT
+    ok = k % SPLIT_VPT == 0 and 1 <= tpr <= 32 and tpr & (tpr - 1) == 0
+    return SPLIT_VPT if ok else None
+
+
+#: B's fewest splits (:func:`~ozsim.gemm.ozaki1.fewest_splits`) in the last INT8-AUTO GEMM on
+#: the GPU, by ``(k, T)``: :func:`int8_auto_speculative`'s guess (a run's state statistics
+#: change slowly from gate to gate).
+_last_b_splits: dict = {}
+
+
+def note_b_splits(k: int, T: float, hist_b, bits: int) -> None:
+    """Remember B's fewest splits of an INT8-AUTO GEMM for the next guess."""
+    s = fewest_splits(hist_b, bits, T)
+    if s is not None:
+        _last_b_splits[(k, float(T))] = s
+
+
+def int8_auto_speculative(prep, b, bits: int, T: float, *, out, workspace_bytes: int):
+    """INT8-AUTO's GEMM on the fused Hopper path with B analysed and split in one read, for a
+    number of slices guessed before B's histogram is known.
+
+    The auto rule ([ozIMMU] Sec. 4.4, :func:`~ozsim.gemm.ozaki1.choose_num_splits`) needs the
+    loss histogram of all of B before the split, so the plain path reads B twice (analysis, then
+    split block by block; B's slices of the whole state do not fit the workspace). Here each
+    column block is analysed and split at once with ``s' = max(A's fewest, B's fewest of the
+    last GEMM of this k and T)`` and multiplied; the caller then applies the rule to the whole
+    histogram and keeps the result where ``s == s'`` (the same exponents, slices and products:
+    the same bits), else multiplies again with ``s`` (the exponents are kept): a wrong guess
+    costs a second split and product, a right one saves a read of B (H200, N = 30, a gate of
+    7 / 8 qubits: 0.2-0.7 copy floors; :data:`SPLIT_VPT`, ``benchmarks/RESULTS.md`` section 2).
+
+    Args:
+        prep: :class:`~ozsim.gemm.ozaki1.PreparedOperand` of A ``(m, k)`` (CuPy).
+        b (cupy.ndarray): ``(k, n)`` complex128 or a gathered state.
+        bits, T: bits per slice and INT8-AUTO's threshold (bits).
+        out (cupy.ndarray): ``(m, n)`` complex128 or ``None``.
+        workspace_bytes: bound on B's slices of one column block.
+
+    Returns:
+        ``(out, exps, hist_b, s')``: the product for ``s'``, B's ``(n,)`` int32 exponents and
+        its NumPy loss histogram; or ``None`` where the path does not apply (no guess yet for
+        this ``k`` and ``T``, ``OZSIM_INT8_SPECULATE=0``, a shape the fused kernels do not
+        take): the caller analyses B first.
+
+    Raises:
+        NonFiniteError: NaN or Inf in B (found after the products: ``out`` has been written, B
+            is unchanged).
+    """
+    m, k = prep.shape
+    n = b.shape[1]
+    guess = _last_b_splits.get((k, float(T)))
+    s_a = fewest_splits(prep.histogram, bits, T)
+    if (config.get("OZSIM_INT8_SPECULATE") == "0" or guess is None or s_a is None
+            or _split_vpt(k) is None or padded_k(k) != k or not m or not n):
+        return None
+    s = max(s_a, guess)
+    if not _fused(m, k, s, bits):
+        return None
+    global last_stats
+    p = plan(m, k, n, s, bits, workspace_bytes)
+    last_stats = {**p.__dict__, "workspace_bytes": p.workspace_bytes, "m": m, "k": k, "n": n,
+                  "num_splits": s, "speculative": True}
+    exps = cp.empty(n, dtype=cp.int32)
+    hist = cp.zeros(MAX_EXP_DIFF + 1, dtype=cp.uint64)
+    flag = cp.zeros(1, dtype=cp.int32)
+    if out is None:
+        out = cp.empty((m, n), dtype=cp.complex128)
+
+    def split_block(j0, nb, b_sl):
+        analyse_split(b[:, j0 : j0 + nb].T, s, bits, exps[j0 : j0 + nb], hist, flag, b_sl)
+
+    _fused_zgemm(prep, prepared_slices(prep, s, bits), b, exps, out, p, s, bits, split_block)
+    if int(flag.get()[0]):
+        raise NonFiniteError("GEMM operand has NaN or Inf entries")
+    return out, exps, hist.get().view(np.int64), s
 
 
 #: The :class:`Plan` of the last :func:`int8_zgemm_gpu` call, as a dict (working memory report).

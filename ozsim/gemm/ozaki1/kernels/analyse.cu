@@ -178,3 +178,69 @@ extern "C" __global__ void oz_analyse_w(
     }
     if (want) oz_hist_flush(sh, hist);
 }
+
+// INT8-AUTO's analysis and the split of X in one read (ozsim.gemm.ozaki1.cuda.analyse_split):
+// oz_analyse_r's exponents, NaN/Inf flag and loss histogram of X (rows, k), and X's ns slices of
+// `bits` bits as split.cu stores them with rev = 1 (out (2 ra, ns, k); rows rows..ra-1 of each
+// half zero), for an ns guessed before the histogram is known (the caller checks the guess).
+// Lane j tpr + q of a warp holds values kk = q VPT + c (c < VPT) of row j, so that its slices
+// are VPT contiguous bytes; k = tpr VPT, tpr a power of two <= 32; VPT = 4, 8 or 16.
+#include "slices.cuh"
+
+extern "C" __global__ void __launch_bounds__(256, 2) oz_analyse_split(
+    const double2* __restrict__ x, long long rows, long long ra, long long k, long long sr,
+    long long sc, int* __restrict__ exps, unsigned long long* __restrict__ hist,
+    int* __restrict__ flag, const long long* __restrict__ roff,
+    const long long* __restrict__ koff, int bits, int ns, signed char* __restrict__ out)
+{
+    __shared__ unsigned int sh[MAXD + 1];
+    for (int i = threadIdx.x; i <= MAXD; i += blockDim.x) sh[i] = 0u;
+    __syncthreads();
+    const int tpr = (int)(k / VPT), lane = threadIdx.x & 31;
+    const int j = lane / tpr, q = lane % tpr, rw = 32 / tpr;
+    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const long long ngroups = (ra + rw - 1) / rw;
+    unsigned lo = 0, hi = 0;
+    int counted = 0;
+    for (long long g = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < ngroups;
+         g += nwarps) {
+        const long long r = g * rw + j;
+        const bool valid = r < rows;
+        double2 v[VPT];
+#pragma unroll
+        for (int c = 0; c < VPT; ++c)
+            v[c] = valid ? x[OZ_AT(r, (long long)(q * VPT + c))] : make_double2(0.0, 0.0);
+        double mx = 0.0;
+        int fin = 1;
+#pragma unroll
+        for (int c = 0; c < VPT; ++c) {
+            fin &= (fabs(v[c].x) <= DMAX) & (fabs(v[c].y) <= DMAX);
+            mx = fmax(mx, fmax(fabs(v[c].x), fabs(v[c].y)));
+        }
+        for (int o = 1; o < tpr; o <<= 1) {
+            mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            fin &= __shfl_xor_sync(0xffffffffu, fin, o);
+        }
+        if (r >= ra) continue;
+        int e = 0;
+        if (!fin) mx = 0.0;
+        if (mx != 0.0) frexp(mx, &e);
+        if (valid && q == 0) {
+            exps[r] = e;
+            if (!fin) *flag = 1;
+        }
+        if (valid && fin) {
+#pragma unroll
+            for (int c = 0; c < VPT; ++c) {
+                oz_count_loss(sh, lo, hi, e, v[c].x);
+                oz_count_loss(sh, lo, hi, e, v[c].y);
+            }
+            counted += 2 * VPT;
+            if (counted > 255 - 2 * VPT) { oz_flush_counts(sh, lo, hi); counted = 0; }
+        }
+        split_values<VPT>(v, valid ? bits - e : 0, out + (r * ns) * k + q * VPT, ra * ns * k, ns,
+                          bits, k, 1);
+    }
+    oz_flush_counts(sh, lo, hi);
+    oz_hist_flush(sh, hist);
+}
