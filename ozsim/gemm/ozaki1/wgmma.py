@@ -37,8 +37,10 @@ to :data:`MAX_ROW_BLOCKS` blocks (gates of 7 to 10 qubits).
 
 Measured (H200, N = 30, ``int8-auto`` T = 1 through a state vector, the state read through the
 permutation; ``benchmarks/RESULTS.md`` section 2): 7.45 / 13.0 / 21.8 / 39.6 copy floors a gate at
-d = 7 / 8 / 9 / 10, against 19.3 / 24.8 / 31.4 / 47.2 on the cuBLAS path with the copy; 48 / 69 /
-83 / 91% of the INT8 ceiling (cuBLAS's 8192^3 rate in the same run).
+d = 7 / 8 / 9 / 10, against 19.3 / 24.8 / 31.4 / 47.2 on the cuBLAS path with the copy; with the
+one-read analysis and split (:func:`ozsim.gemm.ozaki1.cuda.int8_auto_speculative`) 6.61 / 12.4 /
+21.3 / 39.5, that is 53 / 71 / 83 / 89% of the INT8 ceiling (cuBLAS's 8192^3 rate in the same
+run).
 
 References:
     [ozIMMU] H. Ootomo, K. Ozaki, R. Yokota, "DGEMM on integer matrix multiplication unit",
