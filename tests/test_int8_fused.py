@@ -27,6 +27,7 @@ except Exception:  # no driver
 if _DEVICES < 1:
     pytest.skip("CuPy sees no CUDA device", allow_module_level=True)
 
+from ozsim.gemm.ozaki1 import backend as _backend  # noqa: E402
 from ozsim.gemm.ozaki1 import cuda as _cuda  # noqa: E402  (imports CuPy: only once a GPU is known)
 from ozsim.gemm.ozaki1 import wgmma  # noqa: E402
 from ozsim.simulator import Simulator  # noqa: E402
@@ -123,7 +124,7 @@ def speculative_calls(monkeypatch):
     the guesses of earlier tests forgotten."""
     calls = []
     real = _cuda.analyse_split
-    monkeypatch.setattr(_cuda, "_last_b_splits", {})
+    monkeypatch.setattr(_backend, "_last_b_splits", {})
     monkeypatch.setattr(_cuda, "analyse_split",
                         lambda *args, **kw: (calls.append(args[1]), real(*args, **kw))[1])
     return calls
@@ -142,15 +143,15 @@ def test_speculative_auto_is_bitwise_the_cpu(k, phi, speculative_calls):
     want, info = zgemm(a, b, backend="int8-auto", T=1.0, return_info=True)
     a_d, b_d = PreparedOperand(cp.asarray(a)), cp.asarray(b)
     for guess in (None, info.num_splits, 18, 3):
-        _cuda._last_b_splits.clear()
+        _backend._last_b_splits.clear()
         if guess is not None:
-            _cuda._last_b_splits[(k, 1.0)] = guess
+            _backend._last_b_splits[(k, 1.0)] = guess
         speculative_calls.clear()
         got, got_info = zgemm(a_d, b_d, backend="int8-auto", T=1.0, return_info=True)
         assert bool(speculative_calls) == (guess is not None and k <= 256)
         assert got_info.num_splits == info.num_splits
         np.testing.assert_array_equal(got.get(), want)
-    assert _cuda._last_b_splits[(k, 1.0)] == info.num_splits  # (A's s is 8, B's the larger)
+    assert _backend._last_b_splits[(k, 1.0)] == info.num_splits  # (A's s is 8, B's the larger)
 
 
 @needs_fused
@@ -158,7 +159,7 @@ def test_speculative_auto_nan_raises_and_leaves_b_as_it_was(speculative_calls):
     a, b = _pair(5, 128, 128, 500, 1.0)
     b[3, 7] = np.nan
     b_d = cp.asarray(b)
-    _cuda._last_b_splits[(128, 1.0)] = 9
+    _backend._last_b_splits[(128, 1.0)] = 9
     with pytest.raises(Exception, match="NaN"):
         zgemm(cp.asarray(a), b_d, backend="int8-auto", T=1.0)
     assert speculative_calls

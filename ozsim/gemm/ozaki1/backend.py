@@ -14,11 +14,18 @@ from .scheme import (
     bits_per_slice,
     choose_num_splits,
     default_workspace_bytes,
+    fewest_splits,
     int8_zgemm,
     mean_loss,
 )
 
 __all__ = ["apply_one_pass", "prepare", "run"]
+
+#: B's part of INT8-AUTO's rule (:func:`~ozsim.gemm.ozaki1.scheme.fewest_splits` of its loss
+#: histogram) in the last GEMM on the GPU, by ``(k, T)``: :func:`run`'s guess for analysing and
+#: splitting B in one read (:func:`ozsim.gemm.ozaki1.cuda.int8_auto_speculative`); a run's state
+#: statistics change slowly from gate to gate.
+_last_b_splits: dict = {}
 
 
 def prepare(matrix, host=None) -> PreparedOperand:
@@ -75,12 +82,21 @@ def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
     else:  # pragma: no cover - GPU: one fused kernel, histogram returned as NumPy
         from . import cuda
 
-        done = cuda.int8_auto_speculative(prep, b, bits, T, out=out, workspace_bytes=ws)
+        key = (mat.shape[1], float(T))
+        s_a, guess = fewest_splits(prep.histogram, bits, T), _last_b_splits.get(key)
+        done = None
+        if s_a is not None and guess is not None:  # B analysed and split in one read
+            s_run = max(s_a, guess)
+            done = cuda.int8_auto_speculative(prep, b, s_run, bits, out=out,
+                                              workspace_bytes=ws)
         if done is None:
+            s_run = None
             eB, hist_b = cuda.analyse(b.T)
         else:
-            out, eB, hist_b, s_run = done
-        cuda.note_b_splits(mat.shape[1], T, hist_b, bits)
+            out, eB, hist_b = done
+        s_b = fewest_splits(hist_b, bits, T)
+        if s_b is not None:
+            _last_b_splits[key] = s_b
     s = choose_num_splits(prep.histogram, hist_b, bits, T)
     if s is None:  # (cuBLAS reads a strided array: a gathered B is copied)
         b = b.materialize() if getattr(b, "_ozsim_gathered", False) else b

@@ -101,7 +101,6 @@ from .._gpu import (  # noqa: F401 - the shared helpers, also reached as ozaki1.
     profile_stages,
     raw_module,
 )
-from .scheme import fewest_splits
 
 __all__ = ["analyse", "split", "int8_zgemm_gpu", "plan", "profile_stages", "last_stats"]
 
@@ -427,61 +426,45 @@ def _split_vpt(k: int) -> int | None:
     return SPLIT_VPT if ok else None
 
 
-#: B's fewest splits (:func:`~ozsim.gemm.ozaki1.fewest_splits`) in the last INT8-AUTO GEMM on
-#: the GPU, by ``(k, T)``: :func:`int8_auto_speculative`'s guess (a run's state statistics
-#: change slowly from gate to gate).
-_last_b_splits: dict = {}
-
-
-def note_b_splits(k: int, T: float, hist_b, bits: int) -> None:
-    """Remember B's fewest splits of an INT8-AUTO GEMM for the next guess."""
-    s = fewest_splits(hist_b, bits, T)
-    if s is not None:
-        _last_b_splits[(k, float(T))] = s
-
-
-def int8_auto_speculative(prep, b, bits: int, T: float, *, out, workspace_bytes: int):
+def int8_auto_speculative(prep, b, num_splits: int, bits: int, *, out, workspace_bytes: int):
     """INT8-AUTO's GEMM on the fused Hopper path with B analysed and split in one read, for a
     number of slices guessed before B's histogram is known.
 
     The auto rule ([ozIMMU] Sec. 4.4, :func:`~ozsim.gemm.ozaki1.choose_num_splits`) needs the
     loss histogram of all of B before the split, so the plain path reads B twice (analysis, then
     split block by block; B's slices of the whole state do not fit the workspace). Here each
-    column block is analysed and split at once with ``s' = max(A's fewest, B's fewest of the
-    last GEMM of this k and T)`` and multiplied; the caller then applies the rule to the whole
-    histogram and keeps the result where ``s == s'`` (the same exponents, slices and products:
-    the same bits), else multiplies again with ``s`` (the exponents are kept): a wrong guess
-    costs a second split and product, a right one saves a read of B (H200, N = 30, a gate of
-    7 / 8 qubits: 0.2-0.7 copy floors; :data:`SPLIT_VPT`, ``benchmarks/RESULTS.md`` section 2).
+    column block is analysed and split at once with the guess ``s'`` and multiplied; the caller
+    (:func:`ozsim.gemm.ozaki1.backend.run`, whose guess is A's part of the rule and B's part in
+    the last GEMM of the same ``k`` and ``T``) then applies the rule to the whole histogram and
+    keeps the result where ``s == s'`` (the same exponents, slices and products: the same bits),
+    else multiplies again with ``s`` (the exponents are kept): a wrong guess costs a second split
+    and product, a right one saves a read of B (H200, N = 30, a gate of 7 / 8 qubits: 0.2-0.7
+    copy floors; :data:`SPLIT_VPT`, ``benchmarks/RESULTS.md`` section 2).
 
     Args:
         prep: :class:`~ozsim.gemm.ozaki1.PreparedOperand` of A ``(m, k)`` (CuPy).
         b (cupy.ndarray): ``(k, n)`` complex128 or a gathered state.
-        bits, T: bits per slice and INT8-AUTO's threshold (bits).
+        num_splits, bits: the guess ``s'`` and the bits per slice.
         out (cupy.ndarray): ``(m, n)`` complex128 or ``None``.
         workspace_bytes: bound on B's slices of one column block.
 
     Returns:
-        ``(out, exps, hist_b, s')``: the product for ``s'``, B's ``(n,)`` int32 exponents and
-        its NumPy loss histogram; or ``None`` where the path does not apply (no guess yet for
-        this ``k`` and ``T``, ``OZSIM_INT8_SPECULATE=0``, a shape the fused kernels do not
+        ``(out, exps, hist_b)``: the product for ``s'``, B's ``(n,)`` int32 exponents and its
+        NumPy loss histogram; or ``None`` where the path does not apply
+        (``OZSIM_INT8_SPECULATE=0``, a shape the fused kernels or :func:`analyse_split` do not
         take): the caller analyses B first.
 
     Raises:
         NonFiniteError: NaN or Inf in B (found after the products: ``out`` has been written, B
             is unchanged).
     """
+    global last_stats
     m, k = prep.shape
     n = b.shape[1]
-    guess = _last_b_splits.get((k, float(T)))
-    s_a = fewest_splits(prep.histogram, bits, T)
-    if (config.get("OZSIM_INT8_SPECULATE") == "0" or guess is None or s_a is None
-            or _split_vpt(k) is None or padded_k(k) != k or not m or not n):
+    s = num_splits
+    if (config.get("OZSIM_INT8_SPECULATE") == "0" or _split_vpt(k) is None
+            or padded_k(k) != k or not m or not n or not _fused(m, k, s, bits)):
         return None
-    s = max(s_a, guess)
-    if not _fused(m, k, s, bits):
-        return None
-    global last_stats
     p = plan(m, k, n, s, bits, workspace_bytes)
     last_stats = {**p.__dict__, "workspace_bytes": p.workspace_bytes, "m": m, "k": k, "n": n,
                   "num_splits": s, "speculative": True}
@@ -497,7 +480,7 @@ def int8_auto_speculative(prep, b, bits: int, T: float, *, out, workspace_bytes:
     _fused_zgemm(prep, prepared_slices(prep, s, bits), b, exps, out, p, s, bits, split_block)
     if int(flag.get()[0]):
         raise NonFiniteError("GEMM operand has NaN or Inf entries")
-    return out, exps, hist.get().view(np.int64), s
+    return out, exps, hist.get().view(np.int64)
 
 
 #: The :class:`Plan` of the last :func:`int8_zgemm_gpu` call, as a dict (working memory report).
