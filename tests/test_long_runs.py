@@ -499,7 +499,9 @@ def test_in_place_limit_is_the_one_pass_range():
 @pytest.mark.gpu
 def test_gpu_fusion_stays_in_place_when_two_buffers_do_not_fit(monkeypatch):
     """With memory for one state buffer only, automatic fusion caps its blocks at the backend's
-    one-pass range: the run holds one buffer and equals the run fused at that limit."""
+    one-pass range (``in_place_limit``, here made 3 so that fusion would choose bigger blocks:
+    the range itself is the test above): the run holds one buffer and equals the run fused at
+    that limit."""
     from conftest import cupy_or_skip
 
     cupy_or_skip()
@@ -508,12 +510,13 @@ def test_gpu_fusion_stays_in_place_when_two_buffers_do_not_fit(monkeypatch):
 
     circ = brickwork(16, 8, gate_qubits=2, seed=5)
     free = Simulator(backend="int8-crt-auto", T=0, device="gpu").run(circ)
-    assert max(free.metadata["fusion"]["block_sizes"]) > 4  # the test needs bigger blocks
+    assert max(free.metadata["fusion"]["block_sizes"]) > 3  # the test needs bigger blocks
+    monkeypatch.setattr(simulator_module, "in_place_limit", lambda *args, **kw: 3)
     monkeypatch.setattr(simulator_module, "available_memory_bytes",
                         lambda xp: int(1.5 * state_bytes(16)))
     res = Simulator(backend="int8-crt-auto", T=0, device="gpu").run(circ)
     md = res.metadata
-    assert max(md["fusion"]["block_sizes"]) <= 4 and "do not fit" in md["fusion"]["chosen_by"]
+    assert max(md["fusion"]["block_sizes"]) <= 3 and "do not fit" in md["fusion"]["chosen_by"]
     assert md["peak_memory_bytes"] == state_bytes(16)
-    ref = Simulator(backend="int8-crt-auto", T=0, device="gpu", max_fused_qubits=4).run(circ)
+    ref = Simulator(backend="int8-crt-auto", T=0, device="gpu", max_fused_qubits=3).run(circ)
     np.testing.assert_array_equal(res.statevector, ref.statevector)
