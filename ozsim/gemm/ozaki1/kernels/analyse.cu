@@ -22,17 +22,21 @@
 #define DMAX 1.7976931348623157e308
 #include "histogram.cuh"
 
-// Exponents (and optionally the loss histogram) of the rows of X (rows, k), each value read once
-// and held in registers: a warp takes 32 / tpr rows, tpr = k / VPT lanes a row (k = tpr VPT, tpr
-// a power of two <= 32), lane j tpr + q holding values kk = c tpr + q of row j. For rows
-// adjacent in memory (|sr| == 1) each load covers 32 / tpr adjacent rows. The kernels below read
-// each value twice (the row's exponent first, then each value's loss against it). Losses 0..7
-// are counted in registers (oz_count_loss). VPT trades registers (occupancy) against adjacent
-// rows a load: ozsim.gemm.ozaki1.cuda._analyse_vpt gives the measured choice.
-extern "C" __global__ void __launch_bounds__(256) oz_analyse_r(
-    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
-    int* __restrict__ exps, unsigned long long* __restrict__ hist, int* __restrict__ flag,
-    const long long* __restrict__ roff, const long long* __restrict__ koff)
+#include "slices.cuh"
+
+// Exponents, NaN/Inf flag and (hist != 0) the loss histogram of the rows of X (rows, k), each
+// value read once and held in registers; SPLIT: also X's ns slices of `bits` bits as split.cu
+// stores them with rev = 1 (out (2 ra, ns, k); rows rows..ra-1 of each half zero). A warp takes
+// 32 / tpr rows, tpr = k / VPT lanes a row (k = tpr VPT, tpr a power of two <= 32): lane j tpr + q
+// holds values kk = c tpr + q of row j, or with SPLIT kk = q VPT + c (its slices are then VPT
+// contiguous bytes; VPT = 4, 8 or 16). For rows adjacent in memory (|sr| == 1) each load covers
+// 32 / tpr adjacent rows. Losses 0..7 are counted in registers (oz_count_loss).
+template <bool SPLIT>
+__device__ __forceinline__ void analyse_rows(
+    const double2* __restrict__ x, long long rows, long long ra, long long k, long long sr,
+    long long sc, int* __restrict__ exps, unsigned long long* __restrict__ hist,
+    int* __restrict__ flag, const long long* __restrict__ roff,
+    const long long* __restrict__ koff, int bits, int ns, signed char* __restrict__ out)
 {
     __shared__ unsigned int sh[MAXD + 1];
     const bool want = hist != 0;
@@ -43,7 +47,7 @@ extern "C" __global__ void __launch_bounds__(256) oz_analyse_r(
     const int tpr = (int)(k / VPT), lane = threadIdx.x & 31;
     const int j = lane / tpr, q = lane % tpr, rw = 32 / tpr;
     const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
-    const long long ngroups = (rows + rw - 1) / rw;
+    const long long ngroups = (ra + rw - 1) / rw;
     unsigned lo = 0, hi = 0;
     int counted = 0;
     for (long long g = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < ngroups;
@@ -52,8 +56,10 @@ extern "C" __global__ void __launch_bounds__(256) oz_analyse_r(
         const bool valid = r < rows;
         double2 v[VPT];
 #pragma unroll
-        for (int c = 0; c < VPT; ++c)
-            v[c] = valid ? x[OZ_AT(r, (long long)(c * tpr + q))] : make_double2(0.0, 0.0);
+        for (int c = 0; c < VPT; ++c) {
+            const long long kk = SPLIT ? q * VPT + c : c * tpr + q;
+            v[c] = valid ? x[OZ_AT(r, kk)] : make_double2(0.0, 0.0);
+        }
         double mx = 0.0;
         int fin = 1;
 #pragma unroll
@@ -65,6 +71,7 @@ extern "C" __global__ void __launch_bounds__(256) oz_analyse_r(
             mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
             fin &= __shfl_xor_sync(0xffffffffu, fin, o);
         }
+        if (r >= ra) continue;
         int e = 0;
         if (!fin) mx = 0.0;
         if (mx != 0.0) frexp(mx, &e);
@@ -72,7 +79,7 @@ extern "C" __global__ void __launch_bounds__(256) oz_analyse_r(
             exps[r] = e;
             if (!fin) *flag = 1;
         }
-        if (want && fin) {
+        if (want && valid && fin) {
 #pragma unroll
             for (int c = 0; c < VPT; ++c) {
                 oz_count_loss(sh, lo, hi, e, v[c].x);
@@ -81,11 +88,25 @@ extern "C" __global__ void __launch_bounds__(256) oz_analyse_r(
             counted += 2 * VPT;
             if (counted > 255 - 2 * VPT) { oz_flush_counts(sh, lo, hi); counted = 0; }
         }
+        if (SPLIT)
+            split_values<VPT>(v, valid ? bits - e : 0, out + (r * ns) * k + q * VPT,
+                              ra * ns * k, ns, bits, k, 1);
     }
     if (want) {
         oz_flush_counts(sh, lo, hi);
         oz_hist_flush(sh, hist);
     }
+}
+
+// analyse_rows without the split: one read where the kernels below read each value twice (the
+// row's exponent first, then each value's loss against it). VPT trades registers (occupancy)
+// against adjacent rows a load: ozsim.gemm.ozaki1.cuda._analyse_vpt gives the measured choice.
+extern "C" __global__ void __launch_bounds__(256) oz_analyse_r(
+    const double2* __restrict__ x, long long rows, long long k, long long sr, long long sc,
+    int* __restrict__ exps, unsigned long long* __restrict__ hist, int* __restrict__ flag,
+    const long long* __restrict__ roff, const long long* __restrict__ koff)
+{
+    analyse_rows<false>(x, rows, rows, k, sr, sc, exps, hist, flag, roff, koff, 0, 0, nullptr);
 }
 
 // Scaling exponents (and optionally the loss histogram) of the rows of X (rows, k), complex128
@@ -180,67 +201,13 @@ extern "C" __global__ void oz_analyse_w(
 }
 
 // INT8-AUTO's analysis and the split of X in one read (ozsim.gemm.ozaki1.cuda.analyse_split):
-// oz_analyse_r's exponents, NaN/Inf flag and loss histogram of X (rows, k), and X's ns slices of
-// `bits` bits as split.cu stores them with rev = 1 (out (2 ra, ns, k); rows rows..ra-1 of each
-// half zero), for an ns guessed before the histogram is known (the caller checks the guess).
-// Lane j tpr + q of a warp holds values kk = q VPT + c (c < VPT) of row j, so that its slices
-// are VPT contiguous bytes; k = tpr VPT, tpr a power of two <= 32; VPT = 4, 8 or 16.
-#include "slices.cuh"
-
+// analyse_rows with the split, for an ns guessed before the histogram is known (the caller
+// checks the guess).
 extern "C" __global__ void __launch_bounds__(256, 2) oz_analyse_split(
     const double2* __restrict__ x, long long rows, long long ra, long long k, long long sr,
     long long sc, int* __restrict__ exps, unsigned long long* __restrict__ hist,
     int* __restrict__ flag, const long long* __restrict__ roff,
     const long long* __restrict__ koff, int bits, int ns, signed char* __restrict__ out)
 {
-    __shared__ unsigned int sh[MAXD + 1];
-    for (int i = threadIdx.x; i <= MAXD; i += blockDim.x) sh[i] = 0u;
-    __syncthreads();
-    const int tpr = (int)(k / VPT), lane = threadIdx.x & 31;
-    const int j = lane / tpr, q = lane % tpr, rw = 32 / tpr;
-    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
-    const long long ngroups = (ra + rw - 1) / rw;
-    unsigned lo = 0, hi = 0;
-    int counted = 0;
-    for (long long g = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < ngroups;
-         g += nwarps) {
-        const long long r = g * rw + j;
-        const bool valid = r < rows;
-        double2 v[VPT];
-#pragma unroll
-        for (int c = 0; c < VPT; ++c)
-            v[c] = valid ? x[OZ_AT(r, (long long)(q * VPT + c))] : make_double2(0.0, 0.0);
-        double mx = 0.0;
-        int fin = 1;
-#pragma unroll
-        for (int c = 0; c < VPT; ++c) {
-            fin &= (fabs(v[c].x) <= DMAX) & (fabs(v[c].y) <= DMAX);
-            mx = fmax(mx, fmax(fabs(v[c].x), fabs(v[c].y)));
-        }
-        for (int o = 1; o < tpr; o <<= 1) {
-            mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            fin &= __shfl_xor_sync(0xffffffffu, fin, o);
-        }
-        if (r >= ra) continue;
-        int e = 0;
-        if (!fin) mx = 0.0;
-        if (mx != 0.0) frexp(mx, &e);
-        if (valid && q == 0) {
-            exps[r] = e;
-            if (!fin) *flag = 1;
-        }
-        if (valid && fin) {
-#pragma unroll
-            for (int c = 0; c < VPT; ++c) {
-                oz_count_loss(sh, lo, hi, e, v[c].x);
-                oz_count_loss(sh, lo, hi, e, v[c].y);
-            }
-            counted += 2 * VPT;
-            if (counted > 255 - 2 * VPT) { oz_flush_counts(sh, lo, hi); counted = 0; }
-        }
-        split_values<VPT>(v, valid ? bits - e : 0, out + (r * ns) * k + q * VPT, ra * ns * k, ns,
-                          bits, k, 1);
-    }
-    oz_flush_counts(sh, lo, hi);
-    oz_hist_flush(sh, hist);
+    analyse_rows<true>(x, rows, ra, k, sr, sc, exps, hist, flag, roff, koff, bits, ns, out);
 }
