@@ -116,10 +116,12 @@ _KERNELS = Path(__file__).parent / "kernels"
 def _analyse_vpt(k: int) -> int | None:
     """Values a thread of ``oz_analyse_r`` holds for rows of length ``k`` (``-DVPT``; ``k / VPT``
     threads a row, a power of two <= 32), or ``None`` where the two-read kernels run. Fewer values
-    a thread leave room for more warps: H200, N = 30, the state through the permutation, analysis
-    in copy floors at d = 7 / 8 / 9, VPT = 8: 0.57-0.62 / 0.62-0.83 / 0.96-0.99, VPT = 16:
-    0.72-0.75 / 0.77-0.94 / 0.80-0.81, VPT = 32: 1.26-1.30 / 1.39-1.70 / 1.40-1.45; at d = 10
-    (VPT = 32) 1.43-1.88 against the two-read kernels' 0.95-1.04."""
+    a thread leave room for more warps: H200, N = 30, the state through the permutation (random
+    targets and the lowest ones), the analysis in copy floors at d = 7 / 8 / 9 with VPT = 8:
+    0.57-0.62 / 0.62-0.83 / - (k / 8 > 32 at d = 9), VPT = 16: 0.71-0.75 / 0.73-0.94 /
+    0.79-0.85, VPT = 32: 1.26-1.30 / 1.39-1.70 / 1.40-1.45, the two-read kernels: 0.58-1.05 /
+    0.65-0.99 / 0.95-1.04; at d = 10 (VPT = 32) 1.43-1.90 against the two-read kernels'
+    0.95-1.04."""
     for vpt in (8, 16):
         tpr = k // vpt
         if k % vpt == 0 and 1 <= tpr <= 32 and tpr & (tpr - 1) == 0:
