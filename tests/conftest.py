@@ -7,15 +7,17 @@ import numpy as np
 import pytest
 
 
-def cupy_or_skip():
-    """The ``cupy`` module, or skip the calling test: no CuPy, or CuPy sees no CUDA device."""
+def cupy_or_skip(module: bool = False):
+    """The ``cupy`` module, or skip the calling test (``module``: the calling test module, from
+    its top level): no CuPy, or CuPy sees no CUDA device."""
     cupy = pytest.importorskip("cupy")
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDA driver missing or broken
-        pytest.skip(f"CuPy sees no CUDA device ({exc.__class__.__name__})")
+        pytest.skip(f"CuPy sees no CUDA device ({exc.__class__.__name__})",
+                    allow_module_level=module)
     if count < 1:
-        pytest.skip("CuPy sees no CUDA device")
+        pytest.skip("CuPy sees no CUDA device", allow_module_level=module)
     return cupy
 
 

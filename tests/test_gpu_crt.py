@@ -16,15 +16,11 @@ from ozsim.gemm import PreparedCRTOperand, ozaki1, zgemm
 from ozsim.gemm.ozaki2 import analyse_rows, crt_constants, residues, scaled_pieces
 from ozsim.testing import ozaki_matrix
 
+from conftest import cupy_or_skip
+
 pytestmark = pytest.mark.gpu
 
-cp = pytest.importorskip("cupy")
-try:
-    _DEVICES = cp.cuda.runtime.getDeviceCount()
-except Exception:  # noqa: BLE001 - no driver
-    _DEVICES = 0
-if _DEVICES < 1:
-    pytest.skip("CuPy sees no CUDA device", allow_module_level=True)
+cp = cupy_or_skip(module=True)
 
 # imported once a GPU is known (they import CuPy)
 from ozsim.gates import brickwork

@@ -17,15 +17,11 @@ from ozsim.gates import haar_unitary
 from ozsim.gemm import PreparedOperand, bits_per_slice, zgemm
 from ozsim.testing import ozaki_matrix
 
+from conftest import cupy_or_skip
+
 pytestmark = pytest.mark.gpu
 
-cp = pytest.importorskip("cupy")
-try:
-    _DEVICES = cp.cuda.runtime.getDeviceCount()
-except Exception:  # no driver
-    _DEVICES = 0
-if _DEVICES < 1:
-    pytest.skip("CuPy sees no CUDA device", allow_module_level=True)
+cp = cupy_or_skip(module=True)
 
 from ozsim.gemm.ozaki1 import backend as _backend  # noqa: E402
 from ozsim.gemm.ozaki1 import cuda as _cuda  # noqa: E402  (imports CuPy: only once a GPU is known)
