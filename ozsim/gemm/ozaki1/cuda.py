@@ -130,10 +130,10 @@ def _analyse_vpt(k: int) -> int | None:
 
 
 def _kernel(name: str, tab: bool = False, vpt: int = 8):
-    """``oz_analyse_r`` / ``oz_analyse_t`` / ``oz_analyse_w`` (``kernels/analyse.cu``; ``tab``:
-    reading through offset tables; ``vpt``: values a thread of ``oz_analyse_r``) or
-    ``oz_accumulate`` (``kernels/accumulate.cu``)."""
-    if name in ("oz_analyse_r", "oz_analyse_t", "oz_analyse_w"):
+    """``oz_analyse_r`` / ``oz_analyse_split`` / ``oz_analyse_t`` / ``oz_analyse_w``
+    (``kernels/analyse.cu``; ``tab``: reading through offset tables; ``vpt``: values a thread of
+    the first two) or ``oz_accumulate`` (``kernels/accumulate.cu``)."""
+    if name in ("oz_analyse_r", "oz_analyse_split", "oz_analyse_t", "oz_analyse_w"):
         return raw_module(_KERNELS / "analyse.cu",
                           (f"-DMAXD={MAX_EXP_DIFF}", f"-DTAB={int(tab)}",
                            f"-DVPT={vpt}")).get_function(name)
@@ -406,11 +406,11 @@ def analyse_split(x, num_splits: int, bits: int, exps, hist, flag, out) -> None:
         raise ValueError(f"oz_analyse_split does not take k = {k} / out {out.shape}")
     sr, sc, roff, koff = _geometry(x)
     tab = not isinstance(roff, np.uint64)
-    fn = raw_module(_KERNELS / "analyse.cu", (f"-DMAXD={MAX_EXP_DIFF}", f"-DTAB={int(tab)}",
-                                              f"-DVPT={vpt}")).get_function("oz_analyse_split")
-    fn((_grid(-(-ra * (k // vpt) // 32) * 32),), (_THREADS,),
-       (x.data if tab else x, np.int64(rows), np.int64(ra), np.int64(k), np.int64(sr),
-        np.int64(sc), exps, hist, flag, roff, koff, np.int32(bits), np.int32(num_splits), out))
+    grid = _grid(-(-ra * (k // vpt) // 32) * 32)
+    _kernel("oz_analyse_split", tab, vpt)(
+        (grid,), (_THREADS,),
+        (x.data if tab else x, np.int64(rows), np.int64(ra), np.int64(k), np.int64(sr),
+         np.int64(sc), exps, hist, flag, roff, koff, np.int32(bits), np.int32(num_splits), out))
 
 
 #: Values a thread of ``oz_analyse_split`` holds (the bytes it stores a slice): k up to 32 of
