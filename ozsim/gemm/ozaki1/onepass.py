@@ -33,7 +33,9 @@ copy floor on an H200. While it reads, the host makes A's slices for the likely 
 larger of A's fewest and the last gate's B's), so the gate kernel starts as soon as ``s`` is
 known; a gate analysed on the host (:class:`~ozsim.gemm.ozaki1.PreparedOperand`'s ``host``)
 does not wait for the device either. (Counting the next gate's statistics in a gate's
-write-back instead was measured slower: ``benchmarks/RESULTS.md`` section 7.)
+write-back instead was measured slower, and so was counting them in the gate's own read with a
+guessed ``s``, out of place: in the split, the phase that bounds the kernel, the counting costs
+about as much as the read, at 5 and 6 qubits more; ``benchmarks/RESULTS.md`` section 7.)
 
 Measured (H200, N = 30, ``int8-auto`` T = 1, statistics included; ``benchmarks/RESULTS.md``
 section 2): 2.32x the copy floor at d = 3, 2.48x at 4, 3.41x at 5, 4.97x at 6 (wgmma; the
