@@ -77,7 +77,13 @@ MORE_OPTIONS = {
                                       ["-std=c++17", "-DGATE_QUBITS=6", "-DSPLITS=8", "-DWGMMA=1",
                                        "-DTHREADS=256"]],
     "gemm/kernels/dense_gate_mma.cu": [["-std=c++17", "-DGATE_QUBITS=5", "-DASYNC=0",
-                                        "-DA_SMEM=2"]],
+                                        "-DA_SMEM=2"],
+                                       ["-std=c++17", "-DGATE_QUBITS=6", "-DASYNC=0",
+                                        "-DA_SMEM=1", "-DMMA_K8=1", "-DGAUSS=1", "-DWGM=2"],
+                                       ["-std=c++17", "-DGATE_QUBITS=5", "-DASYNC=0",
+                                        "-DA_SMEM=2", "-DMMA_K8=1", "-DGAUSS=1"],
+                                       ["-std=c++17", "-DGATE_QUBITS=7", "-DSTAGES=2",
+                                        "-DMMA_K8=1", "-DGAUSS=1"]],
 }
 
 

@@ -3,6 +3,7 @@ the INT8 ones bitwise against the CPU path (GPU only)."""
 
 from __future__ import annotations
 
+import importlib.util
 
 import numpy as np
 import pytest
@@ -32,7 +33,7 @@ def test_cost_model_counts_one_pass_gates_once():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 6, 7])
 def test_one_pass_zgemm_gate_matches_the_oracle_on_every_kind_of_target(d):
     cp = cupy_or_skip()
     rng = np.random.default_rng(d)
@@ -56,7 +57,10 @@ def test_one_pass_zgemm_gate_matches_the_oracle_on_every_kind_of_target(d):
                                      {"STAGES": 2}, {"STAGES": 3, "A_SMEM": 1}, {"NC": 32},
                                      {"ASYNC": 0, "A_SMEM": 2}, {"STAGES": 2, "A_SMEM": 2},
                                      {"MMA_K8": 0}, {"MMA_K8": 0, "ASYNC": 0, "A_SMEM": 2},
-                                     {"ASYNC": 0, "A_SMEM": 2, "NC": 128}])
+                                     {"ASYNC": 0, "A_SMEM": 2, "NC": 128},
+                                     {"GAUSS": 1}, {"GAUSS": 1, "ASYNC": 0, "A_SMEM": 1},
+                                     {"GAUSS": 1, "ASYNC": 0, "NC": 32},
+                                     {"GAUSS": 1, "ASYNC": 0, "A_SMEM": 2, "WGM": 1}])
 def test_tensor_core_zgemm_gate_matches_the_oracle(d, options, monkeypatch):
     """dense_gate_mma.cu with each of its loaders, stage counts, homes of A and tile widths, in
     both MMA shapes (m16n8k8 f64 where the device has it, m8n8k4): a partial tile, one tile per
@@ -67,8 +71,10 @@ def test_tensor_core_zgemm_gate_matches_the_oracle(d, options, monkeypatch):
     if options is not None:
         if d == 7 and options.get("A_SMEM"):
             pytest.skip("A of a 7-qubit gate (256-512 KiB) does not fit in shared memory")
-        if d == 3 and options.get("NC") == 32:
-            pytest.skip("at d = 3 the 8 warps span 64 columns")
+        if d in ((3, 4) if options.get("GAUSS") else (3,)) and options.get("NC") == 32:
+            pytest.skip(f"at d = {d} the 8 warps span 64 columns")
+        if options.get("GAUSS") and (d == 3 or not native_gate._has_k8(cp.cuda.Device().id)):
+            pytest.skip("Gauss's form takes d >= 4 and m16n8k8 f64 (compute capability 9.0)")
         monkeypatch.setitem(native_gate.MMA_OPTIONS, d, options)
         if native_gate.mma_smem_bytes(d) > cp.cuda.Device().attributes[
                 "MaxSharedMemoryPerBlockOptin"]:
@@ -97,7 +103,8 @@ def test_one_pass_follows_the_engines_layout_and_agrees_with_the_gemm_path():
     for one_pass in (True, False):
         sv = StateVector(n, cp)
         sv.one_pass = one_pass
-        for u, q in gates:  # the 7-qubit gate permutes the buffer; later ones read through it
+        for u, q in gates:  # (the GEMM path: the 7-qubit gate permutes the buffer; later
+            # ones read through it; one pass: 7 qubits in place where the device has m16n8k8)
             sv.apply(cp.asarray(u), q, backend="zgemm")
         states.append(sv.to_numpy())
     ref = np.zeros(1 << n, dtype=complex)
@@ -113,12 +120,12 @@ def test_one_pass_kernel_rejects_bad_targets():
     cp = cupy_or_skip()
     from ozsim.gemm.native_gate import apply_dense
 
-    psi = cp.zeros(1 << 8, dtype=cp.complex128)
+    psi = cp.zeros(1 << 9, dtype=cp.complex128)
     u = cp.eye(4, dtype=cp.complex128)
-    for bad, msg in [((1, 1), "distinct"), ((0, 8), "distinct and in 0..7"),
-                     (tuple(range(7)), "1..6 targets")]:
+    for bad, msg in [((1, 1), "distinct"), ((0, 9), "distinct and in 0..8"),
+                     (tuple(range(8)), "1..7 targets")]:
         with pytest.raises(ValueError, match=msg):
-            apply_dense(psi, u if len(bad) == 2 else cp.eye(128, dtype=cp.complex128), bad)
+            apply_dense(psi, u if len(bad) == 2 else cp.eye(256, dtype=cp.complex128), bad)
 
 
 _SCHEME1 = [("int8x3", 1), ("int8x9", 1), ("int8x10", 1), ("int8x11", 1), ("int8x18", 1),
@@ -313,6 +320,40 @@ def test_gpu_run_of_small_gates_holds_one_buffer():
         cpu = Simulator(backend=backend, device="cpu", max_fused_qubits=2).run(circuit)
         assert gpu.metadata["peak_memory_bytes"] == 16 * 2**12
         np.testing.assert_allclose(gpu.statevector, cpu.statevector, rtol=0, atol=1e-14)
+
+
+@pytest.mark.gpu
+def test_zgemm_seven_qubit_gates_run_in_place_where_the_device_has_m16n8k8():
+    """Gauss's form at d = 7 (FP64 m16n8k8, compute capability 9.0): a run of 7-qubit gates
+    holds one buffer and agrees with the CPU; elsewhere the GEMM path's two buffers."""
+    cupy_or_skip()
+    from ozsim import Circuit, Simulator
+    from ozsim.gemm import native
+
+    rng = np.random.default_rng(17)
+    n = 12
+    circuit = Circuit(n)
+    for _ in range(3):
+        circuit.unitary(haar_unitary(1 << 7, rng), tuple(int(q) for q in rng.choice(n, 7, False)))
+    gpu = Simulator(backend="zgemm", device="gpu", max_fused_qubits=7).run(circuit)
+    cpu = Simulator(backend="zgemm", device="cpu", max_fused_qubits=7).run(circuit)
+    one = native.one_pass_supported(7)
+    assert (gpu.metadata["peak_memory_bytes"] == 16 * 2**n) == one
+    np.testing.assert_allclose(gpu.statevector, cpu.statevector, rtol=0, atol=1e-14)
+
+
+def test_zgemm_seven_qubit_one_pass_needs_a_gpu_that_has_it():
+    from dataclasses import replace
+
+    from ozsim.gemm import native, registry
+
+    scheme = registry.parse("zgemm").scheme
+    assert native.one_pass_supported(6) and scheme.one_pass("gpu", 6)
+    assert replace(scheme, one_pass_check=lambda d: True).one_pass("gpu", 7)
+    assert not replace(scheme, one_pass_check=lambda d: d < 7).one_pass("gpu", 7)
+    assert not scheme.one_pass("gpu", 8)
+    if importlib.util.find_spec("cupy") is None:  # no CuPy: the GEMM path at 7
+        assert not native.one_pass_supported(7) and not scheme.one_pass("gpu", 7)
 
 
 def _statistics_cases(seed: int, d: int):

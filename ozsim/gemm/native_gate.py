@@ -1,25 +1,30 @@
-"""One-pass dense gates in FP64 on the GPU: the ``zgemm`` backend's kernels for ``d <= 6``.
+"""One-pass dense gates in FP64 on the GPU: the ``zgemm`` backend's kernels for ``d <= 7``.
 
-Private; imported only when a CuPy state meets a gate of at most :data:`MAX_QUBITS` qubits. A
-gate through cuBLAS ZGEMM costs a transposing copy of the state plus the GEMM's read and write
-(2.2x to 6.4x the time of one read and one write of the state at d <= 8 on an H100); these
-kernels read each amplitude group through the target qubits' bit positions, multiply it by the
-gate and write it back in place: one read and one write of the state, no second buffer.
+Private; imported only when a CuPy state meets a gate the one-pass kernels take. A gate through
+cuBLAS ZGEMM costs a transposing copy of the state plus the GEMM's read and write (2.2x to 6.4x
+the time of one read and one write of the state at d <= 8 on an H100); these kernels read each
+amplitude group through the target qubits' bit positions, multiply it by the gate and write it
+back in place: one read and one write of the state, no second buffer.
 
 - ``d <= 3``: :func:`apply_dense_cuda_cores` (``kernels/dense_gate.cu``), FP64 fused
   multiply-adds on CUDA cores, a thread per group, the gate in constant memory; where a target
   is among the 5 lowest bits, the block's amplitudes pass through shared memory so that loads
   and stores stay coalesced (``dense_gate_low``; the same sums, the same bits), except at
   d = 3, where the tensor-core kernel below takes such gates;
-- ``4 <= d <= 6``: :func:`apply_dense_mma` (``kernels/dense_gate_mma.cu``), FP64 tensor-core
+- ``4 <= d <= 7``: :func:`apply_dense_mma` (``kernels/dense_gate_mma.cu``), FP64 tensor-core
   products (``mma.sync m16n8k8 f64`` from compute capability 9.0, else ``m8n8k4``, which runs
-  at half the FP64 tensor rate on Hopper) on tiles of 64 or 128 groups staged in shared memory:
-  at ``8 * 2**d`` flops an amplitude the CUDA cores fall behind the memory from d = 4 on.
+  at half the FP64 tensor rate on Hopper) on tiles of 32 to 128 groups staged in shared memory:
+  at ``8 * 2**d`` flops an amplitude the CUDA cores fall behind the memory from d = 4 on. From
+  d = 5 (with m16n8k8) Gauss's three real products instead of the real embedding's four
+  (:func:`gauss_fragments`; Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed.,
+  section 23.2.4): 3/4 of the FP64 tensor work, with an error bound that is normwise, as
+  ZGEMM3M's. d = 7 only where :func:`one_pass_qubits` says (else the GEMM path).
 
 On an H200 (``benchmarks/gate_bench.py``, N = 30, floor = one read and one write of the state,
-8.02 ms): 1.13x at d = 3, 1.12x, 1.13x, 1.67x at d = 4, 5, 6 (tensor cores; the CUDA-core
-kernel took 1.50x, 3.54x, 10.9x, m8n8k4 1.17x, 1.49x, 2.80x), cuStateVec's
-``custatevecApplyMatrix`` 1.02x, 1.08x, 1.34x, 1.48x in the same run (``benchmarks/RESULTS.md``).
+8.06 ms): 1.11x at d = 3, 1.12x, 1.12x, 1.44x, 3.30x at d = 4, 5, 6, 7 (tensor cores; the real
+embedding took 1.66x at d = 6 and 4.4x at 7, the CUDA-core kernel 1.50x, 3.54x, 10.9x at
+d = 4..6), cuStateVec's ``custatevecApplyMatrix`` 1.02x, 1.09x, 1.30x, 1.46x, 6.24x in the same
+run, the cuBLAS path 4.37x at d = 7 (``benchmarks/RESULTS.md``).
 
 The products are FP64 fused multiply-adds in a fixed order; they agree with cuBLAS or BLAS ZGEMM
 to rounding (not bitwise: BLAS libraries order their sums in their own ways).
@@ -36,9 +41,11 @@ import numpy as np
 from ._gpu import _sms, raw_module
 
 __all__ = ["MAX_QUBITS", "MMA_QUBITS", "apply_dense", "apply_dense_cuda_cores",
-           "apply_dense_mma", "mma_fragments", "mma_smem_bytes"]
+           "apply_dense_mma", "gauss_fragments", "mma_fragments", "mma_smem_bytes",
+           "one_pass_qubits"]
 
-#: Largest gate the one-pass kernels take.
+#: Largest gate the CUDA-core kernel takes (:func:`apply_dense` takes 7 on the tensor cores:
+#: :func:`one_pass_qubits`).
 MAX_QUBITS = 6
 #: Gate sizes of the FP64 tensor-core (DMMA) kernel, ``kernels/dense_gate_mma.cu``.
 MMA_QUBITS = range(3, 8)
@@ -65,20 +72,36 @@ def _mma_columns(d: int) -> int:
 #: ``MMA_K8``, from compute capability 9.0: :func:`_mma_options`): register loads one tile ahead
 #: at d = 3..6 (cp.async with 2 or 3 stages: 1.5x / 1.6x / 2.6-2.8x at d = 4 / 5 / 6); at d = 3..5
 #: U itself in shared memory (A_SMEM = 2), with 128-column tiles at d = 4, 5 (d = 5: 1.21-1.42x
-#: random targets against 1.33-1.55x with 64; d = 3: 1.29x against 1.16x); at d = 6 M's fragments
-#: (A_SMEM = 1: 1.93-2.17x; U itself 2.06-2.31x; 32-column tiles, two blocks an SM, 2.30-2.44x;
-#: cp.async 2.55-2.81x). With m8n8k4 (before): d = 5 1.51-1.71x, d = 6 2.77-3.03x, d = 7 5.8x.
+#: random targets against 1.33-1.55x with 64; d = 3: 1.29x against 1.16x); at d = 6 the
+#: fragments in shared memory (A_SMEM = 1; U itself 1.74x against 1.73x; 32-column tiles
+#: 1.84x; cp.async 1.72-1.76x). From d = 5, Gauss's three real products (GAUSS = 1, the
+#: kernel's ``gauss_products``) instead of the real embedding's four: random targets d = 5
+#: 1.14 -> 1.11x, d = 6 2.13 -> 1.73x with two warps along m (WGM = 2; 4: 2.08x, 1: 1.83x),
+#: d = 7 3.84 -> 3.13x (the GEMM path: 4.4x); d = 4 1.11 -> 1.15x, so not there. With m8n8k4
+#: (before): d = 5 1.51-1.71x, d = 6 2.77-3.03x, d = 7 5.8x.
 MMA_OPTIONS: dict = {3: {"ASYNC": 0, "A_SMEM": 2}, 4: {"ASYNC": 0, "A_SMEM": 2, "NC": 128},
-                     5: {"ASYNC": 0, "A_SMEM": 2, "NC": 128}, 6: {"ASYNC": 0, "A_SMEM": 1},
-                     7: {"STAGES": 2}}
+                     5: {"ASYNC": 0, "A_SMEM": 2, "NC": 128, "GAUSS": 1},
+                     6: {"ASYNC": 0, "A_SMEM": 1, "GAUSS": 1, "WGM": 2},
+                     7: {"STAGES": 2, "GAUSS": 1}}
+#: Options that need ``mma.sync m16n8k8 f64`` (dropped on devices without it).
+_K8_ONLY = ("GAUSS", "WGM")
+
+
+def _options(d: int) -> dict:
+    """:data:`MMA_OPTIONS` at d as this device compiles them: Gauss's form needs m16n8k8."""
+    opts = dict(MMA_OPTIONS.get(d, {}))
+    if not _has_k8(cp.cuda.Device().id):
+        for key in _K8_ONLY:
+            opts.pop(key, None)
+    return opts
 
 
 def _mma_options(d: int) -> tuple:
-    """``-D`` options of ``dense_gate_mma.cu`` at d on this device: :data:`MMA_OPTIONS`, and
+    """``-D`` options of ``dense_gate_mma.cu`` at d on this device: :func:`_options`, and
     ``MMA_K8`` (``mma.sync m16n8k8 f64``) from compute capability 9.0, where m8n8k4 runs at half
     the FP64 tensor rate (H200: 33 against 67 TFLOP/s, a products-only loop of each)."""
     k8 = _has_k8(cp.cuda.Device().id)
-    return tuple(f"-D{k}={v}" for k, v in {"MMA_K8": k8, **MMA_OPTIONS.get(d, {})}.items())
+    return tuple(f"-D{k}={v}" for k, v in {"MMA_K8": k8, **_options(d)}.items())
 
 
 @functools.lru_cache(maxsize=None)
@@ -88,14 +111,16 @@ def _has_k8(device: int) -> int:
 
 
 def mma_smem_bytes(d: int) -> int:
-    """Dynamic shared memory of ``dense_gate_mma.cu``: ``STAGES`` B tiles (``NC`` columns of
-    ``2**(d+1) + 4`` doubles) with their ``NC`` column bases and, with A_SMEM, A's fragments,
-    bytes."""
-    opts = MMA_OPTIONS.get(d, {})
+    """Dynamic shared memory of ``dense_gate_mma.cu`` at d on this device: ``STAGES`` B tiles
+    (``NC`` columns of ``2**(d+1) + 4`` doubles, ``+ 8`` with GAUSS) with their ``NC`` column
+    bases and, with A_SMEM, A's fragments or U, bytes."""
+    opts = _options(d)
     nc, r = _mma_columns(d), 2 << d
-    a = {0: 0, 1: r * r * 8, 2: (r // 2) * (r // 2 + 1) * 16}[opts.get("A_SMEM", 0)]
+    gauss = opts.get("GAUSS", 0)
+    a = {0: 0, 1: (3 * r * r // 4 if gauss else r * r) * 8,
+         2: (r // 2) * (r // 2 + (4 if gauss else 1)) * 16}[opts.get("A_SMEM", 0)]
     stages = opts.get("STAGES", 3) if opts.get("ASYNC", 1) else 1
-    return stages * (nc * (r + 4) + nc) * 8 + a
+    return stages * (nc * (r + (8 if gauss else 4)) + nc) * 8 + a
 
 
 def mma_fragments(matrix):
@@ -121,6 +146,26 @@ def mma_fragments(matrix):
     return cp.ascontiguousarray(emb, dtype=cp.float64)
 
 
+def gauss_fragments(matrix):
+    """A gate's three real products of Gauss's form as m16n8k8 f64 A fragments of
+    ``kernels/dense_gate_mma.cu`` with ``GAUSS = 1`` (its ``gauss_products``).
+
+    Args:
+        matrix: ``(K, K)`` complex128 CuPy array ``U = a + ib``, ``K = 2**d >= 16``.
+
+    Returns:
+        ``(3, K / 16, K / 8, 2, 32, 2)`` float64 CuPy array: product ``p`` (``a + b``, ``b``,
+        ``a``), member pair ``j``, k step ``kp``, half ``h``, lane ``l = 4 g + t``, element
+        ``e``: row ``16 j + 8 e + g``, column ``8 kp + 4 h + t`` of product p's matrix (PTX ISA,
+        "Matrix Fragments for mma.m16n8k8" with .f64: a0 / a1 for h = 0, a2 / a3 for h = 1).
+    """
+    k = matrix.shape[0]
+    a, b = matrix.real, matrix.imag
+    planes = cp.stack([a + b, b, a]).reshape(3, k // 16, 2, 8, k // 8, 2, 4)
+    frags = planes.transpose(0, 1, 4, 5, 3, 6, 2).reshape(3, k // 16, k // 8, 2, 32, 2)
+    return cp.ascontiguousarray(frags, dtype=cp.float64)
+
+
 def apply_dense_mma(psi, matrix, positions) -> None:
     """``psi <- U psi`` on the target qubits at ``positions``, in place, in one pass, by FP64
     tensor-core products (``kernels/dense_gate_mma.cu``); arguments as :func:`apply_dense`,
@@ -136,7 +181,9 @@ def apply_dense_mma(psi, matrix, positions) -> None:
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
     u = cp.ascontiguousarray(matrix, dtype=cp.complex128)
-    frags = u if MMA_OPTIONS.get(d, {}).get("A_SMEM") == 2 else mma_fragments(u)
+    opts = _options(d)
+    frags = (u if opts.get("A_SMEM") == 2 else
+             gauss_fragments(u) if opts.get("GAUSS") else mma_fragments(u))
     groups = psi.size >> d
     blocks = int(max(1, min(-(-groups // _mma_columns(d)), 4 * _sms())))
     pos = [int(p) for p in positions] + [0] * (7 - d)
@@ -171,22 +218,33 @@ def apply_dense(psi, matrix, positions) -> None:
             order); complex64 runs the FP32 CUDA-core kernel at every d.
         matrix: ``(2**d, 2**d)`` complex128 CuPy array, little-endian over the targets: bit j of
             its row/column index is the amplitude-index bit ``positions[j]``.
-        positions: d distinct bit positions in ``0..n-1``, ``1 <= d <= MAX_QUBITS``, ``d < n``.
+        positions: d distinct bit positions in ``0..n-1``, ``d < n``, ``1 <= d <= 6``, or 7
+            on FP64 tensor cores (compute capability 8.0 on; faster than the GEMM path where
+            :func:`one_pass_qubits` says so).
 
     Raises:
         ValueError: ``d`` out of range, repeated or out-of-range positions, or shapes that do
             not match.
     """
     d = len(positions)
+    if not 1 <= d <= max(MMA_QUBITS):
+        raise ValueError(f"the one-pass kernels take 1..{max(MMA_QUBITS)} targets; got {d}")
     # 3 qubits with a target among the 5 lowest bits: the tensor-core kernel (H200, N = 30,
     # U in shared memory: 1.10-1.16x the floor against 1.41-1.54x for the CUDA cores' staged
     # variant; on high bits the CUDA cores' 1.03x)
     low = d == 3 and min(positions) < 5
-    if ((MMA_FROM <= d <= MAX_QUBITS or low) and psi.dtype == cp.complex128
+    if ((MMA_FROM <= d <= max(MMA_QUBITS) or low) and psi.dtype == cp.complex128
             and _mma_fits(d)):
         apply_dense_mma(psi, matrix, positions)
     else:
         apply_dense_cuda_cores(psi, matrix, positions)
+
+
+def one_pass_qubits() -> int:
+    """The largest gate :func:`apply_dense` applies on this device faster than the GEMM path:
+    7 where ``mma.sync m16n8k8 f64`` runs Gauss's form at d = 7 (H200, N = 30: 3.1x the copy
+    floor against the GEMM path's 4.4x; with m8n8k4 the real embedding took 5.8x), else 6."""
+    return 7 if _has_k8(cp.cuda.Device().id) and _mma_fits(7) else MAX_QUBITS
 
 
 def _mma_fits(d: int) -> bool:

@@ -25,11 +25,14 @@
 //      WGM x WGN grid, each with WMT x WNT accumulator tiles;
 //   3. write: a thread's accumulators of m tiles 2j and 2j + 1 are Re and Im of the same output
 //      amplitudes (member 8j + lane / 4, two columns): stored straight to psi, no staging.
+// GAUSS = 1 (d >= 4, m16n8k8) replaces 2. and 3. by gauss_products: three real K x K products
+// instead of the embedding's 2K x 2K one (3/4 of the flops; from d = 5 on an H200 the faster).
 //
 // Options: -DGATE_QUBITS=d (3..7), -DASYNC, -DSTAGES (default 3), -DA_SMEM (0, 1, 2), -DNC
-// (columns a tile), -DMMA_K8, -DMIN_BLOCKS (blocks an SM the registers must allow). Dynamic
-// shared memory: STAGES (NC LD + NC) 8 bytes (one stage with ASYNC = 0), plus R R 8 with
-// A_SMEM = 1, K (K + 1) 16 with A_SMEM = 2
+// (columns a tile), -DMMA_K8, -DMIN_BLOCKS (blocks an SM the registers must allow), -DGAUSS,
+// -DWGM (GAUSS: warps along m). Dynamic shared memory: STAGES (NC LD + NC) 8 bytes (one stage
+// with ASYNC = 0), plus R R 8 with A_SMEM = 1 (GAUSS: 3 K K 8), K (K + 1) 16 with A_SMEM = 2
+// (GAUSS: K (K + 4) 16)
 // (ozsim.gemm.native_gate.mma_smem_bytes). Measured per d on an H200
 // (benchmarks/RESULTS.md): the options ozsim.gemm.native_gate.MMA_OPTIONS gives.
 
@@ -39,7 +42,14 @@
 #define D GATE_QUBITS
 #define K (1 << D)
 #define R (2 * K)                            // rows and inner dimension of the real embedding
+#ifndef GAUSS
+#define GAUSS 0                              // three real products (Gauss) instead of four
+#endif
+#if GAUSS
+#define LD (R + 8)                           // (16-byte fragment loads: no bank conflict)
+#else
 #define LD (R + 4)                           // doubles a column of B in shared memory
+#endif
 #define KST (R / 4)                          // k steps of the m8n8k4 mma
 #define MT8 (R / 8)                          // m tiles (8 rows)
 #define THREADS 256
@@ -49,10 +59,20 @@
 #define TPC (THREADS / NC)                   // threads per column
 #define MPT (K / TPC)                        // members per thread
 #define NT8 (NC / 8)                         // n tiles (8 columns)
+#if GAUSS
+#define MP (K / 16)                          // member pairs (16 rows of each of the 3 products)
+#define KP (K / 8)                           // k steps of the m16n8k8 mma
+#ifndef WGM
+#define WGM (MP < 4 ? MP : 4)                // warps along m
+#endif
+#define WMP (MP / WGM)                       // member pairs a warp
+#define WMT (2 * WMP)                        // (m tiles of each product a warp)
+#else
 #define WGM_MAX (D >= 7 ? 8 : 4)
 #define WGM (MT8 / 2 < WGM_MAX ? MT8 / 2 : WGM_MAX)  // warps along m
-#define WGN (8 / WGM)                        // warps along n
 #define WMT (MT8 / WGM)                      // m tiles a warp (even: Re and Im pairs)
+#endif
+#define WGN (8 / WGM)                        // warps along n
 #define WNT (NT8 / WGN)                      // n tiles a warp
 #ifndef STAGES
 #define STAGES 3
@@ -74,6 +94,9 @@
 #include "group_sync.cuh"
 static_assert(MPT >= 1 && WNT >= 1 && NT8 % WGN == 0 && MT8 % WGM == 0 && WMT % 2 == 0,
               "tile shape: NC too small for this d");
+#if GAUSS
+static_assert(MMA_K8 && D >= 4 && MP % WGM == 0, "GAUSS: m16n8k8 and d >= 4");
+#endif
 
 __device__ __forceinline__ void dmma(double (&c)[2], double a, double b)
 {
@@ -144,8 +167,117 @@ __device__ __forceinline__ long long load_tile(const double2* __restrict__ psi, 
     return live ? base : -1;
 }
 
+#if GAUSS
+#define UPAD 4                               // U's row padding, A_SMEM = 2 (16-byte loads)
+#else
+#define UPAD 1
+#endif
+#if GAUSS
+#define A_DOUBLES (3 * K * K)                // the three products' fragments
+#else
+#define A_DOUBLES (R * R)
+#endif
+
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1                         // blocks an SM the registers must allow
+#endif
+
+#if GAUSS
+// Products and write of one tile, GAUSS = 1: y = U x by three real products per element instead
+// of four (Gauss's form, as in ZGEMM3M; Higham, "Accuracy and Stability of Numerical
+// Algorithms", 2nd ed., section 23.2.4): with U = a + ib, x = c + id,
+//   Re y = (a + b) c - b (c + d),   Im y = (a + b) c + a (d - c),
+// so three real K x K products P0 = (a + b) c, P1 = b (c + d), P2 = a (d - c), Re y = P0 - P1,
+// Im y = P0 + P2: 6 K**2 flops a group against the real embedding's 8 K**2, with the error
+// bounded normwise (not componentwise) by a few units in the last place of |U| |x|.
+// A's fragments: A_SMEM = 0, 1: afrag[p][j][kp][h][lane] (double2;
+// ozsim.gemm.native_gate.gauss_fragments), product p, member pair j (rows 16 j + g and
+// 16 j + 8 + g), k step kp, h = 0: (a00, a10) at column 8 kp + t, h = 1: (a01, a11) at
+// 8 kp + 4 + t (g = lane / 4, t = lane % 4); A_SMEM = 2: from U itself in shared memory (rows
+// of K + 4 amplitudes), four 16-byte loads (a, b) giving all three products' fragments of a
+// pair and k step. B's fragments: the lane's member 8 kp + t (+ 4) of its column, one 16-byte
+// load (Re, Im) giving c, c + d and d - c for the three products.
+__device__ __forceinline__ void gauss_products(const double* __restrict__ bt,
+                                               const long long* cb, const double* abase,
+                                               double2* __restrict__ psi, const long long* moff,
+                                               int wm, int wn, int lane)
+{
+    const double* bp = bt + ((wn * WNT) * 8 + (lane >> 2)) * LD + 2 * (lane & 3);
+#if A_SMEM == 2
+    const double2* up =
+        (const double2*)abase + (16 * wm * WMP + (lane >> 2)) * (K + 4) + (lane & 3);
+#else
+    const double2* ap = (const double2*)abase + (long long)(wm * WMP) * KP * 64 + lane;
+#endif
+    double acc[3][WMP][WNT][2][2];  // [product][pair][n tile][rows g, g + 8][column]
+#pragma unroll
+    for (int p = 0; p < 3; ++p)
+#pragma unroll
+        for (int j = 0; j < WMP; ++j)
+#pragma unroll
+            for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[p][j][ni][e / 2][e % 2] = 0.0;
+#pragma unroll 2
+    for (int kp = 0; kp < KP; ++kp) {
+        double b[3][WNT][2];
+#pragma unroll
+        for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const double2 x = *(const double2*)(bp + ni * 8 * LD + 2 * (8 * kp + 4 * h));
+                b[0][ni][h] = x.x;
+                b[1][ni][h] = x.x + x.y;
+                b[2][ni][h] = x.y - x.x;
+            }
+#pragma unroll
+        for (int j = 0; j < WMP; ++j) {
+            double2 a[3][2];  // [product][h]: (rows g, g + 8)
+#if A_SMEM == 2
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const double2 lo = up[16 * j * (K + 4) + 8 * kp + 4 * h];
+                const double2 hi = up[(16 * j + 8) * (K + 4) + 8 * kp + 4 * h];
+                a[0][h] = make_double2(lo.x + lo.y, hi.x + hi.y);
+                a[1][h] = make_double2(lo.y, hi.y);
+                a[2][h] = make_double2(lo.x, hi.x);
+            }
+#else
+#pragma unroll
+            for (int p = 0; p < 3; ++p) {
+                const double2* f = ap + ((long long)(p * MP + j) * KP + kp) * 64;
+#if A_SMEM
+                a[p][0] = f[0], a[p][1] = f[32];
+#else
+                a[p][0] = __ldg(f), a[p][1] = __ldg(f + 32);
+#endif
+            }
+#endif
+#pragma unroll
+            for (int p = 0; p < 3; ++p)
+#pragma unroll
+                for (int ni = 0; ni < WNT; ++ni)
+                    dmma16(acc[p][j][ni][0], acc[p][j][ni][1], a[p][0].x, a[p][0].y, a[p][1].x,
+                           a[p][1].y, b[p][ni][0], b[p][ni][1]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < WMP; ++j)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {  // rows g, g + 8 of the pair
+            const long long off = moff[16 * (wm * WMP + j) + 8 * r + (lane >> 2)];
+#pragma unroll
+            for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const long long base = cb[(wn * WNT + ni) * 8 + 2 * (lane & 3) + h];
+                    const double p0 = acc[0][j][ni][r][h];
+                    if (base >= 0)
+                        psi[base + off] = make_double2(p0 - acc[1][j][ni][r][h],
+                                                       p0 + acc[2][j][ni][r][h]);
+                }
+        }
+}
 #endif
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -159,12 +291,15 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
     const int pos[7] = {p0, p1, p2, p3, p4, p5, p6};
     for (int c = threadIdx.x; c < K; c += THREADS) moff[c] = member_offset(c, pos);
 #if A_SMEM == 2
-    double2* uc = (double2*)(smem + STAGES * (NC * LD + NC));   // U, rows of K + 1
+    double2* uc = (double2*)(smem + STAGES * (NC * LD + NC));   // U, rows of K + UPAD
     for (int i = threadIdx.x; i < K * K; i += THREADS)
-        uc[(i / K) * (K + 1) + i % K] = ((const double2*)afrag)[i];
+        uc[(i / K) * (K + UPAD) + i % K] = ((const double2*)afrag)[i];
+#if GAUSS
+    const double* abase = (const double*)uc;
+#endif
 #elif A_SMEM
     double* as = smem + STAGES * (NC * LD + NC);               // A's fragments, R x R
-    for (int i = threadIdx.x; i < R * R; i += THREADS) as[i] = afrag[i];
+    for (int i = threadIdx.x; i < A_DOUBLES; i += THREADS) as[i] = afrag[i];
     const double* abase = as;
 #else
     const double* abase = afrag;
@@ -177,14 +312,16 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wm = warp % WGM, wn = warp / WGM;  // (group_sync.cuh: loaders multiply their columns)
     const long long tiles = (groups + NC - 1) / NC;
-#if A_SMEM == 2
+#if A_SMEM == 2 && !GAUSS
     // the lane's row of U for pair p of its m tiles: i = 8 (wm WMT / 2 + p) + g; odd t: (-Im, Re)
     const double2* up = uc + (8 * (wm * WMT / 2) + (lane >> 2)) * (K + 1) + ((lane & 3) >> 1);
     const bool odd = lane & 1;
-#else
+#elif !GAUSS
     const double* ap = abase + (long long)(wm * WMT) * KST * 32 + lane;
 #endif
+#if !GAUSS
     const int boff = ((wn * WNT) * 8 + (lane >> 2)) * LD + (lane & 3);
+#endif
 
 #if ASYNC
     // prologue: the first STAGES - 1 tiles of this block in flight (an empty group past the end)
@@ -220,8 +357,11 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
         if (tile + gridDim.x < tiles)
             xbase = load_tile(psi, tile + gridDim.x, groups, sorted, col, sq, moff, x);
 #endif
-        const double* bp = bs + stage * NC * LD + boff;
         const long long* cb = cbase + stage * NC;
+#if GAUSS
+        gauss_products(bs + stage * NC * LD, cb, abase, psi, moff, wm, wn, lane);
+#else
+        const double* bp = bs + stage * NC * LD + boff;
 
         double acc[WMT][WNT][2];
 #pragma unroll
@@ -286,6 +426,7 @@ dense_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int 
                         psi[base + off] = make_double2(acc[mi][ni][h], acc[mi + 1][ni][h]);
                 }
         }
+#endif
         stage = (stage + 1) % STAGES;
     }
 #if ASYNC
