@@ -6,7 +6,7 @@ device-to-device copy of the state)? Rows, all in one run on one device:
 
 * ``floor``: ``copyto`` of the state into a second buffer (``2 * 16 * 2**N`` bytes moved);
 * ``zgemm``: the ``zgemm`` backend through ``StateVector.apply``: the one-pass FP64 kernel for
-  ``d <= 6`` on the GPU;
+  ``d <= 6`` on the GPU, and 7 where it has FP64 ``m16n8k8`` (compute capability 9.0);
 * ``zgemm-gemm``: the same backend with the one-pass kernel off (a transposing copy where the
   targets do not lead, then cuBLAS ZGEMM into the spare buffer): the cuBLAS ZGEMM path;
 * ``int8-auto:T=1``, ``int8-crt-auto:T=0``: the emulated backends through ``StateVector.apply``;
@@ -130,9 +130,11 @@ def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None,
                 it = iter(sets * 1000)
                 fn = lambda: apply(next(it))  # noqa: E731
             else:
-                if method == "zgemm" and not (gpu and d <= 6):
-                    continue  # the one-pass kernel: GPU, d <= 6 (elsewhere the same as below)
                 from ozsim.gemm import registry
+
+                if method == "zgemm" and not (gpu and registry.parse(name).scheme.one_pass(
+                        "gpu", d)):
+                    continue  # the one-pass kernel (GPU, d <= 6 or 7); elsewhere = zgemm-gemm
 
                 op = registry.parse(name).scheme.prepare(ug)
                 T = float(t) if t else 1.0

@@ -195,4 +195,5 @@ def test_gpu_cost_model_keeps_quantum_volume_in_one_pass_blocks():
     limit = choose_max_fused_qubits(qv, model)
     assert 3 <= limit <= model.one_pass_qubits
     m8n8k4 = model.one_pass_passes[:4] + (1.55, 2.78)
-    assert choose_max_fused_qubits(qv, replace(model, passes=2, one_pass_passes=m8n8k4)) > 6
+    assert choose_max_fused_qubits(qv, replace(model, passes=2, one_pass_qubits=6,
+                                                one_pass_passes=m8n8k4)) > 6

@@ -42,11 +42,25 @@ def run(a, b, backend, *, T, out, xp, check_finite, workspace_bytes):
 
 def apply_one_pass(psi, gate, positions, backend, T,  # pragma: no cover - GPU
                    check_finite=True) -> GemmInfo:
-    """The GPU's one-pass dense gate, ``d <= 6`` (:mod:`ozsim.gemm.native_gate`)."""
+    """The GPU's one-pass dense gate, ``d <= 7`` (:mod:`ozsim.gemm.native_gate`)."""
     from . import native_gate
 
     native_gate.apply_dense(psi, getattr(gate, "matrix", gate), positions)
     return GemmInfo(backend.name, None)
+
+
+def one_pass_supported(d: int) -> bool:
+    """Whether this GPU applies a d-qubit ``zgemm`` gate in one pass: ``d <= 6`` on every GPU,
+    ``d = 7`` where :func:`ozsim.gemm.native_gate.one_pass_qubits` says (FP64 ``m16n8k8``;
+    elsewhere the GEMM path is as fast). False without CuPy or a device."""
+    if d <= 6:
+        return True
+    try:
+        from . import native_gate
+
+        return d <= native_gate.one_pass_qubits()
+    except (ImportError, RuntimeError):  # no CuPy, or no device (CUDARuntimeError)
+        return False
 
 
 def prepare(matrix, host=None):

@@ -108,6 +108,9 @@ class Scheme:
             schemes' kernels leave an amplitude group with NaN or Inf as it was and raise
             ``NonFiniteError``; with ``check_finite=False`` they do not wait for the device to
             find out (the caller checks the final state: the NaN stays there).
+        one_pass_check: ``one_pass_check(d) -> bool``, consulted on a GPU for the d
+            ``one_pass_qubits`` allows: whether this device's kernel takes d (a kernel that
+            needs a newer tensor-core shape; absent: every d allowed).
         pad_gates: ``{d: d'}``: a simulator applies a d-qubit gate as ``I (x) U`` on ``d'``
             qubits (:func:`ozsim.statevector.pad_gate`), on every device alike (so CPU and GPU
             give the same bits). The INT8 schemes' tensor-core one-pass kernels start at 3
@@ -127,11 +130,13 @@ class Scheme:
     prepare: Callable = field(repr=False)
     one_pass_qubits: Mapping[str, int] = field(default_factory=dict)
     apply_one_pass: Callable | None = field(default=None, repr=False)
+    one_pass_check: Callable[[int], bool] | None = field(default=None, repr=False)
     pad_gates: Mapping[int, int] = field(default_factory=dict)
 
     def one_pass(self, device: str, d: int) -> bool:
         """Whether a d-qubit gate on ``device`` runs through the one-pass kernel."""
-        return self.apply_one_pass is not None and 1 <= d <= self.one_pass_qubits.get(device, 0)
+        return (self.apply_one_pass is not None and 1 <= d <= self.one_pass_qubits.get(device, 0)
+                and (device != "gpu" or self.one_pass_check is None or self.one_pass_check(d)))
 
 
 # Cost models, calibrated on measured runs (2026-11-22):
@@ -149,8 +154,9 @@ class Scheme:
 # fused wgmma products and the state read through the permutation; 20 with cuBLAS's INT32
 # planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
 # ~60 TFLOP/s at d = 12. One-pass kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to
-# 1.05 times one pass at d <= 3 (CUDA cores), 1.15, 1.10, 1.65 at d = 4, 5, 6 (tensor cores,
-# m16n8k8 f64, an H200; with m8n8k4 1.17, 1.55, 2.78; the GEMM path took 3.4 at d = 6); scheme I
+# 1.05 times one pass at d <= 3 (CUDA cores), 1.15, 1.10, 1.45, 3.3 at d = 4..7 (tensor cores,
+# m16n8k8 f64, Gauss's three products from d = 5, an H200; the real embedding took 1.65 at d = 6
+# and m8n8k4 1.17, 1.55, 2.78 at d = 4..6; the GEMM path 3.4 at d = 6, 4.4 at 7); scheme I
 # (int8-auto at T = 1, s = 8, statistics pass included; an H200) 2.3, 2.45, 3.4, 4.8 at d = 3..6
 # (the tensor-core kernel, wgmma at 5, 6; group barriers, 2026-11-27); scheme II (int8-crt-auto at T = 0: 15 moduli for a
 # Haar gate, no statistics pass; H100) 3.6 and 4.5 at d = 3 (B as byte digits), 4 (tensor
@@ -164,14 +170,15 @@ SCHEMES: tuple[Scheme, ...] = (
         names=(BackendName("zgemm", "zgemm", "native complex128 GEMM (the baseline)"),),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 3.5e10, 4.2, 2e-5, 8, 32e6, 4e10),
-               "gpu": CostModel(3.35e12, 5.0e13, 3.8, 1e-5, 10, one_pass_qubits=6,
-                                one_pass_passes=(1.02, 1.02, 1.05, 1.15, 1.10, 1.65))},
+               "gpu": CostModel(3.35e12, 5.0e13, 3.8, 1e-5, 10, one_pass_qubits=7,
+                                one_pass_passes=(1.02, 1.02, 1.05, 1.15, 1.10, 1.5, 3.2))},
         accuracy="FP64 rounding of the BLAS; no knobs",
         reference="BLAS / cuBLAS zgemm",
         run=native.run,
         prepare=native.prepare,
-        one_pass_qubits={"gpu": 6},
+        one_pass_qubits={"gpu": 7},
         apply_one_pass=native.apply_one_pass,
+        one_pass_check=native.one_pass_supported,
     ),
     Scheme(
         key="ozaki1",
