@@ -21,9 +21,9 @@ back in place: one read and one write of the state, no second buffer.
   ZGEMM3M's. d = 7 only where :func:`one_pass_qubits` says (else the GEMM path).
 
 On an H200 (``benchmarks/gate_bench.py``, N = 30, floor = one read and one write of the state,
-8.06 ms): 1.11x at d = 3, 1.12x, 1.12x, 1.44x, 3.30x at d = 4, 5, 6, 7 (tensor cores; the real
+8.07 ms): 1.11x at d = 3, 1.12x, 1.13x, 1.43x, 3.23x at d = 4, 5, 6, 7 (tensor cores; the real
 embedding took 1.66x at d = 6 and 4.4x at 7, the CUDA-core kernel 1.50x, 3.54x, 10.9x at
-d = 4..6), cuStateVec's ``custatevecApplyMatrix`` 1.02x, 1.09x, 1.30x, 1.46x, 6.24x in the same
+d = 4..6), cuStateVec's ``custatevecApplyMatrix`` 1.02x, 1.09x, 1.32x, 1.44x, 6.25x in the same
 run, the cuBLAS path 4.37x at d = 7 (``benchmarks/RESULTS.md``).
 
 The products are FP64 fused multiply-adds in a fixed order; they agree with cuBLAS or BLAS ZGEMM
@@ -77,14 +77,15 @@ def _mma_columns(d: int) -> int:
 #: 1.84x; cp.async 1.72-1.76x). From d = 5, Gauss's three real products (GAUSS = 1, the
 #: kernel's ``gauss_products``) instead of the real embedding's four: random targets d = 5
 #: 1.14 -> 1.11x, d = 6 2.13 -> 1.73x with two warps along m (WGM = 2; 4: 2.08x, 1: 1.83x),
-#: d = 7 3.84 -> 3.13x (the GEMM path: 4.4x); d = 4 1.11 -> 1.15x, so not there. With m8n8k4
-#: (before): d = 5 1.51-1.71x, d = 6 2.77-3.03x, d = 7 5.8x.
+#: d = 7 3.84 -> 3.13x (the GEMM path: 4.4x); d = 4 1.11 -> 1.15x, so not there. At d = 6 its
+#: k loop fully unrolled (GAUSS_UNROLL = 8: 1.65x against 1.77x with 2; 1 and 4 1.89x). With
+#: m8n8k4 (before): d = 5 1.51-1.71x, d = 6 2.77-3.03x, d = 7 5.8x.
 MMA_OPTIONS: dict = {3: {"ASYNC": 0, "A_SMEM": 2}, 4: {"ASYNC": 0, "A_SMEM": 2, "NC": 128},
                      5: {"ASYNC": 0, "A_SMEM": 2, "NC": 128, "GAUSS": 1},
-                     6: {"ASYNC": 0, "A_SMEM": 1, "GAUSS": 1, "WGM": 2},
+                     6: {"ASYNC": 0, "A_SMEM": 1, "GAUSS": 1, "WGM": 2, "GAUSS_UNROLL": 8},
                      7: {"STAGES": 2, "GAUSS": 1}}
 #: Options that need ``mma.sync m16n8k8 f64`` (dropped on devices without it).
-_K8_ONLY = ("GAUSS", "WGM")
+_K8_ONLY = ("GAUSS", "WGM", "GAUSS_UNROLL")
 
 
 def _options(d: int) -> dict:

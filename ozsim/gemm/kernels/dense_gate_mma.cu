@@ -30,7 +30,7 @@
 //
 // Options: -DGATE_QUBITS=d (3..7), -DASYNC, -DSTAGES (default 3), -DA_SMEM (0, 1, 2), -DNC
 // (columns a tile), -DMMA_K8, -DMIN_BLOCKS (blocks an SM the registers must allow), -DGAUSS,
-// -DWGM (GAUSS: warps along m). Dynamic shared memory: STAGES (NC LD + NC) 8 bytes (one stage
+// -DWGM, -DGAUSS_UNROLL (GAUSS: warps along m, k steps unrolled). Dynamic shared memory: STAGES (NC LD + NC) 8 bytes (one stage
 // with ASYNC = 0), plus R R 8 with A_SMEM = 1 (GAUSS: 3 K K 8), K (K + 1) 16 with A_SMEM = 2
 // (GAUSS: K (K + 4) 16)
 // (ozsim.gemm.native_gate.mma_smem_bytes). Measured per d on an H200
@@ -60,6 +60,9 @@
 #define MPT (K / TPC)                        // members per thread
 #define NT8 (NC / 8)                         // n tiles (8 columns)
 #if GAUSS
+#ifndef GAUSS_UNROLL
+#define GAUSS_UNROLL 2                       // k steps unrolled in gauss_products
+#endif
 #define MP (K / 16)                          // member pairs (16 rows of each of the 3 products)
 #define KP (K / 8)                           // k steps of the m16n8k8 mma
 #ifndef WGM
@@ -218,7 +221,8 @@ __device__ __forceinline__ void gauss_products(const double* __restrict__ bt,
             for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc[p][j][ni][e / 2][e % 2] = 0.0;
-#pragma unroll 2
+    constexpr int unroll = GAUSS_UNROLL;
+#pragma unroll unroll
     for (int kp = 0; kp < KP; ++kp) {
         double b[3][WNT][2];
 #pragma unroll
