@@ -52,7 +52,8 @@ def apply_one_pass(psi, gate, positions, backend, T,  # pragma: no cover - GPU
 def one_pass_supported(d: int) -> bool:
     """Whether this GPU applies a d-qubit ``zgemm`` gate in one pass: ``d <= 6`` on every GPU,
     ``d = 7`` where :func:`ozsim.gemm.native_gate.one_pass_qubits` says (FP64 ``m16n8k8``;
-    elsewhere the GEMM path is as fast). False without CuPy or a device."""
+    elsewhere d = 7 takes the GEMM path: on an H200 the m8n8k4 kernel was no faster than it).
+    False without CuPy or a device."""
     if d <= 6:
         return True
     try:

@@ -30,9 +30,9 @@
 //
 // Options: -DGATE_QUBITS=d (3..7), -DASYNC, -DSTAGES (default 3), -DA_SMEM (0, 1, 2), -DNC
 // (columns a tile), -DMMA_K8, -DMIN_BLOCKS (blocks an SM the registers must allow), -DGAUSS,
-// -DWGM, -DGAUSS_UNROLL (GAUSS: warps along m, k steps unrolled). Dynamic shared memory: STAGES (NC LD + NC) 8 bytes (one stage
-// with ASYNC = 0), plus R R 8 with A_SMEM = 1 (GAUSS: 3 K K 8), K (K + 1) 16 with A_SMEM = 2
-// (GAUSS: K (K + 4) 16)
+// -DWGM, -DGAUSS_UNROLL (GAUSS: warps along m, k steps unrolled). Dynamic shared memory:
+// STAGES (NC LD + NC) 8 bytes (one stage with ASYNC = 0), plus R R 8 with A_SMEM = 1 (GAUSS:
+// 3 K K 8), K (K + 1) 16 with A_SMEM = 2 (GAUSS: K (K + 4) 16)
 // (ozsim.gemm.native_gate.mma_smem_bytes). Measured per d on an H200
 // (benchmarks/RESULTS.md): the options ozsim.gemm.native_gate.MMA_OPTIONS gives.
 
@@ -208,7 +208,7 @@ __device__ __forceinline__ void gauss_products(const double* __restrict__ bt,
     const double* bp = bt + ((wn * WNT) * 8 + (lane >> 2)) * LD + 2 * (lane & 3);
 #if A_SMEM == 2
     const double2* up =
-        (const double2*)abase + (16 * wm * WMP + (lane >> 2)) * (K + 4) + (lane & 3);
+        (const double2*)abase + (16 * wm * WMP + (lane >> 2)) * (K + UPAD) + (lane & 3);
 #else
     const double2* ap = (const double2*)abase + (long long)(wm * WMP) * KP * 64 + lane;
 #endif
@@ -240,8 +240,8 @@ __device__ __forceinline__ void gauss_products(const double* __restrict__ bt,
 #if A_SMEM == 2
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const double2 lo = up[16 * j * (K + 4) + 8 * kp + 4 * h];
-                const double2 hi = up[(16 * j + 8) * (K + 4) + 8 * kp + 4 * h];
+                const double2 lo = up[16 * j * (K + UPAD) + 8 * kp + 4 * h];
+                const double2 hi = up[(16 * j + 8) * (K + UPAD) + 8 * kp + 4 * h];
                 a[0][h] = make_double2(lo.x + lo.y, hi.x + hi.y);
                 a[1][h] = make_double2(lo.y, hi.y);
                 a[2][h] = make_double2(lo.x, hi.x);
