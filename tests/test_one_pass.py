@@ -354,6 +354,25 @@ def test_zgemm_seven_qubit_one_pass_needs_a_gpu_that_has_it():
     assert not scheme.one_pass("gpu", 8)
     if importlib.util.find_spec("cupy") is None:  # no CuPy: the GEMM path at 7
         assert not native.one_pass_supported(7) and not scheme.one_pass("gpu", 7)
+    # fusion prices d = 7 as a one-pass gate only where this GPU runs it so
+    top = 7 if native.one_pass_supported(7) else 6
+    assert registry.cost_model("gpu", "zgemm").one_pass_qubits == top
+    assert scheme.costs["gpu"].one_pass_qubits == 7
+
+
+def test_cost_models_keep_their_one_pass_range_where_no_check_cuts_it():
+    from ozsim.gemm import registry
+
+    for schemes, precision in ((registry.SCHEMES, "double"), (registry.SINGLE_SCHEMES, "single")):
+        for scheme in schemes:
+            if scheme.one_pass_check is not None:
+                continue
+            for device, model in scheme.costs.items():
+                first = scheme.names[0]
+                count = first.counts[0] if first.counts else 0
+                name = first.pattern.format(s=count, N=count)
+                got = registry.cost_model(device, name, precision)
+                assert got.one_pass_qubits == model.one_pass_qubits, (scheme.key, device)
 
 
 def _statistics_cases(seed: int, d: int):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import exact, native
 from .cost import CostModel
@@ -356,7 +356,8 @@ def all_names(precision: str = "double") -> list[str]:
 
 def cost_model(device: str, backend: str, precision: str = "double") -> CostModel:
     """Fusion's :class:`~ozsim.gemm.cost.CostModel` for ``device`` (``"cpu"``/``"gpu"``) and a
-    backend name of ``precision``'s list.
+    backend name of ``precision``'s list, its one-pass range cut to what this device's kernels
+    take (:meth:`Scheme.one_pass`; ``zgemm``'s 7-qubit gates need FP64 ``m16n8k8``).
 
     Raises:
         ValueError: an unknown backend, or a scheme that does not run on ``device``.
@@ -364,7 +365,11 @@ def cost_model(device: str, backend: str, precision: str = "double") -> CostMode
     b = parse(backend, precision)
     if device not in b.scheme.costs:
         raise ValueError(f"backend {backend!r} does not run on {device!r}")
-    return b.scheme.costs[device]
+    model = b.scheme.costs[device]
+    top = model.one_pass_qubits
+    while top > 0 and not b.scheme.one_pass(device, top):
+        top -= 1  # this GPU's one-pass range (Scheme.one_pass_check): larger d priced as GEMMs
+    return model if top == model.one_pass_qubits else replace(model, one_pass_qubits=top)
 
 
 # -- single precision ---------------------------------------------------------------------------
