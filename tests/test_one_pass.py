@@ -32,6 +32,36 @@ def test_cost_model_counts_one_pass_gates_once():
     assert m.gate_time(20, 4) == pytest.approx(4 * 32 * 2**20 / 1e12)
 
 
+def test_line_first_order_puts_in_line_targets_first_ascending_then_the_rest_descending():
+    from ozsim.gemm._permutation import line_first_order
+
+    pos = [27, 24, 17, 8, 2, 0]
+    perm = line_first_order(pos)
+    assert [pos[j] for j in perm] == [0, 2, 27, 24, 17, 8]
+    assert line_first_order([1, 5, 0, 9]) == (2, 0, 3, 1)
+    assert line_first_order([9, 5, 4]) == (0, 1, 2)
+
+
+@pytest.mark.parametrize("positions", [(13, 10, 7, 4, 2, 0), (3, 0, 5, 1), (1, 0)])
+def test_reordered_gate_is_the_same_gate_on_the_reordered_targets(positions):
+    """The gate permuted by gate_index_permutation, on the targets in line_first_order, is the
+    same operator as the original on the original targets (against the oracle)."""
+    from ozsim.gemm._permutation import gate_index_permutation, line_first_order
+
+    rng = np.random.default_rng(len(positions))
+    d, n = len(positions), max(positions) + 1
+    u = haar_unitary(1 << d, rng)
+    psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+    perm = line_first_order(positions)
+    idx = gate_index_permutation(perm)
+    assert sorted(idx.tolist()) == list(range(1 << d))
+    got = _reference(psi, u[np.ix_(idx, idx)], [positions[j] for j in perm])
+    np.testing.assert_allclose(got, _reference(psi, u, positions), rtol=0, atol=1e-13)
+    if perm != tuple(range(d)):  # a wrong map is a different operator
+        wrong = _reference(psi, u, [positions[j] for j in perm])
+        assert np.abs(wrong - _reference(psi, u, positions)).max() > 1e-3
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 6, 7])
 def test_one_pass_zgemm_gate_matches_the_oracle_on_every_kind_of_target(d):
