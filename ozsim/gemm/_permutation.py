@@ -29,9 +29,10 @@ def line_first_order(positions) -> tuple[int, ...]:
     a 128-byte line (bit positions below :data:`LINE_QUBITS`) first, ascending, then the others,
     descending. The kernel's adjacent lanes load and store the members that differ in the first
     targets, so a line's two halves then travel in one instruction instead of two; the others
-    descending measured no slower than ascending (H200, N = 30, 6-qubit gate, random targets:
-    1.71-1.88x the copy floor in the targets' given order, 1.47-1.49x in this one; 6 highest
-    bits 1.53x as given, 1.54-1.58x; benchmarks/RESULTS.md, section 2).
+    descending measured no slower than ascending and steadier over allocations (H200, N = 30,
+    6-qubit gate: random targets 1.71-1.88x the copy floor in the given order, 1.47-1.49x in
+    this one, 1.48-1.91x all ascending; the 6 highest bits 1.53x as given, 1.54-1.58x;
+    benchmarks/RESULTS.md, section 2).
 
     Args:
         positions: d distinct bit positions (the gate's bit j at ``positions[j]``).

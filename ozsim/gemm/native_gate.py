@@ -18,13 +18,16 @@ back in place: one read and one write of the state, no second buffer.
   d = 5 (with m16n8k8) Gauss's three real products instead of the real embedding's four
   (:func:`gauss_fragments`; Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed.,
   section 23.2.4): 3/4 of the FP64 tensor work, with an error bound that is normwise, as
-  ZGEMM3M's. d = 7 only where :func:`one_pass_qubits` says (else the GEMM path).
+  ZGEMM3M's. d = 7 only where :func:`one_pass_qubits` says (else the GEMM path). From d = 4
+  the kernel takes the targets line first (:data:`REORDER_FROM`), the gate permuted to match.
 
 On an H200 (``benchmarks/gate_bench.py``, N = 30, floor = one read and one write of the state,
-8.07 ms): 1.11x at d = 3, 1.12x, 1.13x, 1.43x, 3.23x at d = 4, 5, 6, 7 (tensor cores; the real
-embedding took 1.66x at d = 6 and 4.4x at 7, the CUDA-core kernel 1.50x, 3.54x, 10.9x at
-d = 4..6), cuStateVec's ``custatevecApplyMatrix`` 1.02x, 1.09x, 1.32x, 1.44x, 6.25x in the same
-run, the cuBLAS path 4.37x at d = 7 (``benchmarks/RESULTS.md``).
+8.07 ms; the run before the line-first order): 1.11x at d = 3, 1.12x, 1.13x, 1.43x, 3.23x at
+d = 4, 5, 6, 7 (tensor cores; the real embedding took 1.66x at d = 6 and 4.4x at 7, the
+CUDA-core kernel 1.50x, 3.54x, 10.9x at d = 4..6), cuStateVec's ``custatevecApplyMatrix``
+1.02x, 1.09x, 1.32x, 1.44x, 6.25x in the same run, the cuBLAS path 4.37x at d = 7. The run
+with it, with the card at its power cap: 1.23x and 1.48x at d = 5, 6 against cuStateVec's 1.34x
+and 1.53x (``benchmarks/RESULTS.md``).
 
 The products are FP64 fused multiply-adds in a fixed order; they agree with cuBLAS or BLAS ZGEMM
 to rounding (not bitwise: BLAS libraries order their sums in their own ways).
@@ -53,10 +56,10 @@ MMA_QUBITS = range(3, 8)
 #: Smallest gate :func:`apply_dense` sends to the tensor-core kernel.
 MMA_FROM = 4
 #: Smallest gate whose targets :func:`apply_dense_mma` reorders line first
-#: (:func:`ozsim.gemm._permutation.line_first_order`; H200, N = 30, random targets: d = 6
-#: 1.71-1.88x -> 1.47-1.49x the copy floor, d = 5 and 7 within noise, 1.12 / 1.13x and
-#: 3.43 / 3.41x; d = 3, 4 not measured in that order).
-REORDER_FROM = 5
+#: (:func:`ozsim.gemm._permutation.line_first_order`). H200, N = 30, 8 random target sets a d,
+#: both orders interleaved in one process: d = 4, 5, 6, 7 1.187 / 1.188 / 1.647 / 3.370x the
+#: copy floor in the given order, 1.174 / 1.148 / 1.563 / 3.350x line first (d = 3 not measured).
+REORDER_FROM = 4
 _THREADS = 256
 _SOURCE = Path(__file__).parent / "kernels" / "dense_gate.cu"
 _MMA_SOURCE = Path(__file__).parent / "kernels" / "dense_gate_mma.cu"
