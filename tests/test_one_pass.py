@@ -32,14 +32,15 @@ def test_cost_model_counts_one_pass_gates_once():
     assert m.gate_time(20, 4) == pytest.approx(4 * 32 * 2**20 / 1e12)
 
 
-def test_line_first_order_puts_in_line_targets_first_ascending_then_the_rest_descending():
+def test_line_first_order_puts_in_line_targets_first_ascending_then_the_rest_as_given():
     from ozsim.gemm._permutation import line_first_order
 
-    pos = [27, 24, 17, 8, 2, 0]
+    pos = [17, 24, 27, 8, 2, 0]
     perm = line_first_order(pos)
-    assert [pos[j] for j in perm] == [0, 2, 27, 24, 17, 8]
-    assert line_first_order([1, 5, 0, 9]) == (2, 0, 3, 1)
+    assert [pos[j] for j in perm] == [0, 2, 17, 24, 27, 8]
+    assert line_first_order([1, 5, 0, 9]) == (2, 0, 1, 3)
     assert line_first_order([9, 5, 4]) == (0, 1, 2)
+    assert line_first_order([2, 1, 0]) == (2, 1, 0)
 
 
 @pytest.mark.parametrize("positions", [(13, 10, 7, 4, 2, 0), (3, 0, 5, 1), (1, 0)])

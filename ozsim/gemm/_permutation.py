@@ -26,13 +26,15 @@ LINE_QUBITS = 3
 
 def line_first_order(positions) -> tuple[int, ...]:
     """The order in which ``kernels/dense_gate_mma.cu`` should take a gate's targets: those inside
-    a 128-byte line (bit positions below :data:`LINE_QUBITS`) first, ascending, then the others,
-    descending. The kernel's adjacent lanes load and store the members that differ in the first
-    targets, so a line's two halves then travel in one instruction instead of two; the others
-    descending measured no slower than ascending and steadier over allocations (H200, N = 30,
-    6-qubit gate: random targets 1.71-1.88x the copy floor in the given order, 1.47-1.49x in
-    this one, 1.48-1.91x all ascending; the 6 highest bits 1.53x as given, 1.54-1.58x;
-    benchmarks/RESULTS.md, section 2).
+    a 128-byte line (bit positions below :data:`LINE_QUBITS`) first, ascending, then the others
+    as given. The kernel's adjacent lanes store the members that differ in the first three
+    targets (and load those that differ in the first one or two), so a line's two halves then
+    travel in one instruction instead of two partial-sector writes. N = 30, 12 random target sets
+    a d, the orders interleaved in one process, mean multiple of the copy floor (worst set) as
+    given / this order: H200 d = 4 1.198 (1.46) / 1.172 (1.20), d = 6 1.631 (1.88) / 1.591
+    (1.72), d = 7 3.545 / 3.361; H100 d = 6 1.187 (1.53) / 1.143 (1.22). The other targets
+    descending instead measured no better and, on the H100 at d = 5, 2% slower
+    (benchmarks/RESULTS.md, section 2).
 
     Args:
         positions: d distinct bit positions (the gate's bit j at ``positions[j]``).
@@ -42,8 +44,7 @@ def line_first_order(positions) -> tuple[int, ...]:
     """
     pos = [int(p) for p in positions]
     low = sorted((j for j in range(len(pos)) if pos[j] < LINE_QUBITS), key=lambda j: pos[j])
-    high = sorted((j for j in range(len(pos)) if pos[j] >= LINE_QUBITS), key=lambda j: -pos[j])
-    return tuple(low + high)
+    return tuple(low + [j for j in range(len(pos)) if pos[j] >= LINE_QUBITS])
 
 
 def gate_index_permutation(perm) -> np.ndarray:

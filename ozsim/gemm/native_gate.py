@@ -18,7 +18,7 @@ back in place: one read and one write of the state, no second buffer.
   d = 5 (with m16n8k8) Gauss's three real products instead of the real embedding's four
   (:func:`gauss_fragments`; Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed.,
   section 23.2.4): 3/4 of the FP64 tensor work, with an error bound that is normwise, as
-  ZGEMM3M's. d = 7 only where :func:`one_pass_qubits` says (else the GEMM path). From d = 6
+  ZGEMM3M's. d = 7 only where :func:`one_pass_qubits` says (else the GEMM path). From d = 4
   the kernel takes the targets line first (:data:`REORDER_FROM`), the gate permuted to match.
 
 On an H200 (``benchmarks/gate_bench.py``, N = 30, floor = one read and one write of the state,
@@ -56,11 +56,11 @@ MMA_QUBITS = range(3, 8)
 #: Smallest gate :func:`apply_dense` sends to the tensor-core kernel.
 MMA_FROM = 4
 #: Smallest gate whose targets :func:`apply_dense_mma` reorders line first
-#: (:func:`ozsim.gemm._permutation.line_first_order`). N = 30, 8 random target sets a d, both
+#: (:func:`ozsim.gemm._permutation.line_first_order`). N = 30, 12 random target sets a d, the
 #: orders interleaved in one process, multiples of the copy floor, given order / line first:
-#: H200 d = 4, 5, 6, 7 1.187 / 1.174, 1.188 / 1.148, 1.647 / 1.563, 3.370 / 3.350; H100
-#: 1.108 / 1.122, 1.093 / 1.125, 1.209 / 1.181, 2.494 / 2.460. Faster on both from d = 6 only.
-REORDER_FROM = 6
+#: H200 d = 4, 5, 6, 7 1.198 / 1.172, 1.194 / 1.182, 1.631 / 1.591, 3.545 / 3.361; H100 1.091 /
+#: 1.087, 1.078 / 1.088, 1.187 / 1.143, 2.516 / 2.407 (d = 3 not measured).
+REORDER_FROM = 4
 _THREADS = 256
 _SOURCE = Path(__file__).parent / "kernels" / "dense_gate.cu"
 _MMA_SOURCE = Path(__file__).parent / "kernels" / "dense_gate_mma.cu"
