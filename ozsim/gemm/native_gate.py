@@ -26,8 +26,8 @@ On an H200 (``benchmarks/gate_bench.py``, N = 30, floor = one read and one write
 d = 4, 5, 6, 7 (tensor cores; the real embedding took 1.66x at d = 6 and 4.4x at 7, the
 CUDA-core kernel 1.50x, 3.54x, 10.9x at d = 4..6), cuStateVec's ``custatevecApplyMatrix``
 1.02x, 1.09x, 1.32x, 1.44x, 6.25x in the same run, the cuBLAS path 4.37x at d = 7. The newest
-run (line first from d = 6): 1.12x, 1.49x, 3.11x at d = 5, 6, 7 against cuStateVec's 1.33x,
-1.47x, 6.20x (``benchmarks/RESULTS.md``).
+run (line first from d = 4): 1.16x, 1.15x, 1.40x, 3.24x at d = 4..7 against cuStateVec's 1.09x,
+1.33x, 1.44x, 6.24x; on an H100 1.09x, 1.09x, 1.14x, 2.45x (``benchmarks/RESULTS.md``).
 
 The products are FP64 fused multiply-adds in a fixed order; they agree with cuBLAS or BLAS ZGEMM
 to rounding (not bitwise: BLAS libraries order their sums in their own ways).
