@@ -54,7 +54,7 @@ from . import config
 from ._array import to_numpy
 from .errors import InsufficientMemoryError
 from .gemm import GemmInfo, registry, zgemm
-from .gemm._permutation import CHUNK_BITS
+from .gemm._permutation import CHUNK_BITS, permute_gate_qubits
 from .gemm.ozaki1 import default_workspace_bytes
 
 __all__ = ["StateVector", "available_memory_bytes", "check_memory", "state_bytes"]
@@ -346,10 +346,8 @@ class StateVector:
         if front == tuple(reversed(qubits)) or set(front) != set(qubits):
             return matrix, tuple(qubits)
         new_qubits = tuple(reversed(front))
-        # axis a of the (2,)*d row tensor holds bit d-1-a; permute rows and columns alike
-        perm = [d - 1 - qubits.index(q) for q in reversed(new_qubits)]
-        t = matrix.reshape((2,) * (2 * d)).transpose(perm + [d + p for p in perm])
-        return np.ascontiguousarray(t.reshape(1 << d, 1 << d)), new_qubits
+        perm = [qubits.index(q) for q in new_qubits]
+        return np.ascontiguousarray(permute_gate_qubits(matrix, perm)), new_qubits
 
     # -- measurement and reset ----------------------------------------------------------------
     def _halves(self, qubit: int):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CHUNK_BITS", "LINE_QUBITS", "gate_index_permutation", "inner_qubits",
-           "line_first_order", "permutation_tables"]
+__all__ = ["CHUNK_BITS", "LINE_QUBITS", "inner_qubits", "line_first_order",
+           "permutation_tables", "permute_gate_qubits"]
 
 #: A block of the kernel moves ``2**CHUNK_BITS`` amplitudes at a time (its ``-DCHUNK_BITS``); a
 #: state of fewer qubits is left to CuPy's copy.
@@ -47,18 +47,23 @@ def line_first_order(positions) -> tuple[int, ...]:
     return tuple(low + [j for j in range(len(pos)) if pos[j] >= LINE_QUBITS])
 
 
-def gate_index_permutation(perm) -> np.ndarray:
-    """Row and column index map of a ``2**d x 2**d`` gate whose target bits are reordered by
-    ``perm`` (:func:`line_first_order`): ``U'[r, c] = U[idx[r], idx[c]]``.
+def permute_gate_qubits(matrix, perm):
+    """The same gate with its target bits reordered: new bit j is old bit ``perm[j]``
+    (:func:`line_first_order`; :meth:`ozsim.statevector.StateVector.aligned`), for NumPy or CuPy.
+
+    Args:
+        matrix: ``(2**d, 2**d)`` array, little-endian over its targets.
+        perm: a permutation of ``range(d)``.
 
     Returns:
-        ``(2**d,)`` int64 array: bit j of ``r`` moved to bit ``perm[j]``.
+        ``(2**d, 2**d)`` array (a view where the reshape allows; callers make it contiguous):
+        ``U'[r, c] = U[r_old, c_old]``, with bit ``perm[j]`` of ``r_old`` bit j of ``r``.
     """
-    r = np.arange(1 << len(perm), dtype=np.int64)
-    idx = np.zeros_like(r)
-    for j, old in enumerate(perm):
-        idx |= ((r >> j) & 1) << int(old)
-    return idx
+    d = len(perm)
+    # axis a of the (2,)*d row tensor holds bit d-1-a; permute rows and columns alike
+    axes = [d - 1 - int(perm[d - 1 - a]) for a in range(d)]
+    t = matrix.reshape((2,) * (2 * d)).transpose(axes + [d + a for a in axes])
+    return t.reshape(1 << d, 1 << d)
 
 
 def inner_qubits(itemsize: int) -> int:

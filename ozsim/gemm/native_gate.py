@@ -42,7 +42,7 @@ import cupy as cp
 import numpy as np
 
 from ._gpu import _sms, raw_module
-from ._permutation import gate_index_permutation, line_first_order
+from ._permutation import line_first_order, permute_gate_qubits
 
 __all__ = ["MAX_QUBITS", "MMA_QUBITS", "apply_dense", "apply_dense_cuda_cores",
            "apply_dense_mma", "gauss_fragments", "mma_fragments", "mma_smem_bytes",
@@ -182,7 +182,7 @@ def apply_dense_mma(psi, matrix, positions) -> None:
     tensor-core products (``kernels/dense_gate_mma.cu``); arguments as :func:`apply_dense`,
     ``d`` in :data:`MMA_QUBITS`. From d = :data:`REORDER_FROM` the kernel takes the targets in
     :func:`ozsim.gemm._permutation.line_first_order` (the gate's rows and columns permuted to
-    match, a ``2**d x 2**d`` gather): the same gate, its k sums in another order.
+    match, a ``2**d x 2**d`` copy): the same gate, its k sums in another order.
 
     Raises:
         ValueError: as :func:`apply_dense`.
@@ -192,8 +192,7 @@ def apply_dense_mma(psi, matrix, positions) -> None:
     if d >= REORDER_FROM:
         perm = line_first_order(positions)
         if perm != tuple(range(d)):  # the same gate on the targets in the kernel's best order
-            idx = _index_map(perm, cp.cuda.Device().id)
-            u = u[idx[:, None], idx[None, :]]
+            u = cp.ascontiguousarray(permute_gate_qubits(u, perm))
             positions = [positions[j] for j in perm]
     mod = raw_module(_MMA_SOURCE, ("-std=c++17", f"-DGATE_QUBITS={d}") + _mma_options(d))
     kernel = mod.get_function("dense_gate_mma")
@@ -208,13 +207,6 @@ def apply_dense_mma(psi, matrix, positions) -> None:
     pos = [int(p) for p in positions] + [0] * (7 - d)
     kernel((blocks,), (_THREADS,), (psi, np.int64(groups), *(np.int32(p) for p in pos), frags),
            shared_mem=smem)
-
-
-@functools.lru_cache(maxsize=None)
-def _index_map(perm: tuple, device: int):
-    """:func:`ozsim.gemm._permutation.gate_index_permutation` of ``perm`` on ``device``."""
-    with cp.cuda.Device(device):
-        return cp.asarray(gate_index_permutation(perm))
 
 
 def _check(psi, matrix, positions, sizes) -> int:
