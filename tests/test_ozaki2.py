@@ -209,6 +209,51 @@ def test_crt_reconstruction_against_python_ints(n):
     assert exact >= 0.9 * len(vals)  # typically correctly rounded
 
 
+@pytest.mark.parametrize("n", [2, 9, 15, 16, 20])
+def test_offset_residue_sums_keep_the_quotient_and_the_exact_digits(n):
+    """The GPU one-pass kernel's CRT sums where each residue enters as 256 + u (no conversion
+    unit) and the sums start at offset_sum_start: every partial digit sum is the exact integer,
+    and rint of either quotient estimate (a sum of its own, or from the digit sums with
+    quotient_weights) is the exact quotient, at the extremes |C'| ~ (P/2)(1 - 2**-40) too. The
+    estimates are emulated with two roundings a term (the kernel's fma has one)."""
+    from ozsim.gemm.ozaki2.moduli import RESIDUE_OFFSET, offset_sum_start, quotient_weights
+
+    c = crt_constants(n)
+    start = offset_sum_start(n)
+    rng = np.random.default_rng(200 + n)
+    bound = (c.P // 2) - (c.P >> 41) - 1
+    vals = [0, 1, -1, bound, -bound, bound - 1, -bound + 1]
+    vals += [(-1) ** i * (int.from_bytes(rng.bytes(24), "little") % (bound >> int(rng.integers(
+        0, 8)))) for i in range(200)]
+    u = np.array([[(q * v) % p for v in vals] for p, q in zip(c.moduli, c.weights)],
+                 dtype=np.float64)
+    ud = u + RESIDUE_OFFSET  # exact
+    qsum = np.full(len(vals), start[0])
+    limbs = np.tile(start[1:, None], (1, len(vals)))
+    exact = [[-RESIDUE_OFFSET * sum(int(m) for m in c.limbs_M[:, j])] * len(vals)
+             for j in range(c.num_limbs)]
+    for i in range(n):
+        qsum = qsum + ud[i] * c.inv_p[i]
+        for j in range(c.num_limbs):
+            limbs[j] = limbs[j] + ud[i] * c.limbs_M[i, j]
+            exact[j] = [e + (int(x) + RESIDUE_OFFSET) * int(c.limbs_M[i, j])
+                        for e, x in zip(exact[j], u[i])]
+            assert all(abs(e) < 2**53 for e in exact[j])
+            assert [int(x) for x in limbs[j]] == exact[j]
+    for j in range(c.num_limbs):  # the offsets are gone: the plain sums of u digit_j
+        assert exact[j] == [sum(int(u[i, k]) * int(c.limbs_M[i, j]) for i in range(n))
+                            for k in range(len(vals))]
+    quotient = [(sum(int(u[i, k]) * (c.P // p) for i, p in enumerate(c.moduli)) - v) // c.P
+                for k, v in enumerate(vals)]
+    assert [int(q) for q in np.rint(qsum)] == quotient
+    # the kernel's other estimate, from the digit sums (crt_finish, Q_FROM_LIMBS)
+    w = quotient_weights(n)
+    q = limbs[-1] * w[-1]
+    for j in range(c.num_limbs - 2, -1, -1):
+        q = limbs[j] * w[j] + q
+    assert [int(x) for x in np.rint(q)] == quotient
+
+
 # -- the auto rule and plans ----------------------------------------------------------------------
 def _normwise(c, ref) -> float:
     return float(np.linalg.norm(c - ref) / np.linalg.norm(ref))

@@ -39,6 +39,12 @@ __constant__ float a_res[NMOD * 2 * K * K];  // [modulus][Ar, Ai][row][k], weigh
 // at or above 2**21), and the pieces' weights 2**(12 i) mod p (symmetric)
 __constant__ float mod_p[NMOD], mod_ip[NMOD], mod_ipu[NMOD], mod_moff[NMOD], mod_w[NMOD * NPIECE];
 __constant__ double crt_invp[NMOD], crt_m[NMOD * NLIMB], crt_big_p[NLIMB];
+// the CRT sums' starting values where each residue enters as 256 + u (residue_to_double):
+// -256 sum_p fl(1/p) (rounded; only rint of the quotient estimate is used), then
+// -256 sum_p (P/p)'s digit c (exact integers below 2**53)
+__constant__ double crt_start[1 + NLIMB];
+// fl(2**(LBITS c) / P): the quotient estimate from the digit sums (Q_FROM_LIMBS)
+__constant__ double crt_qw[NLIMB];
 
 __device__ __forceinline__ double pow2(int k)  // 2**k, a normal double
 {
@@ -115,12 +121,62 @@ __device__ __forceinline__ float mod_nonneg(int v, float p, float ipu, float mof
     return fmaf(-q, p, x);
 }
 
-// The value of the CRT sums of one entry (q: the quotient estimate, used only through rint;
-// dd: the base-2**LBITS digit sums, exact integers): the carries and the one rounding in the
-// CPU's order (ozaki2._CRTAccumulator.finish, finish.cu)
+#ifndef CRT_CVT  // a residue to FP64 by the conversion unit (1), or as 256 + u by integer
+#define CRT_CVT 0  // arithmetic (0): H200, N = 30, 15 moduli, with Q_FROM_LIMBS, 4.25x -> 4.15x the
+#endif             // copy floor at d = 3, 5.24x -> 5.16x at 4, 5.52x -> 5.45x at 5; same bits
+
+// The FP64 operand of the CRT sums for the product v of modulus p (|v| <= 2**21): with CRT_CVT
+// the residue u = mod_nonneg(v) in [0, p) converted; else 256 + u = 2**8 (1 + u 2**-8), whose
+// high word is 0x40700000 | u << 12 and whose low word is zero, made in INT32: mod_nonneg's
+// floor(x / p) read from the bits 0x4B000000 + floor(x / p) of its round-down fma, u = v + OFF
+// - floor(x / p) p (c1 = OFF + 0x4B000000 p and pi = p, mod 2**32; OFF = RMAGIC32 - moff). The
+// sums then start at crt_start (crt_sum_start), which takes the 256's back out: the digit sums
+// stay exact integers below 2**53 for up to 20 moduli (20 * 2**8 * 2**40 and 20 * 255 * 2**40
+// are), the quotient estimate moves by a few units of 2**-48.
+__device__ __forceinline__ double residue_double(int v, float p, float ipu, float moff,
+                                                 unsigned c1, unsigned pi)
+{
+#if CRT_CVT
+    return (double)mod_nonneg(v, p, ipu, moff);
+#else
+    const float x = __int_as_float(0x4B400000 + v) - moff;
+    const unsigned qb = __float_as_uint(__fmaf_rd(x, ipu, 0x1p23f));
+    const unsigned u = (unsigned)v + c1 - qb * pi;
+    return __hiloint2double((int)((u << 12) + 0x40700000u), 0);
+#endif
+}
+
+// residue_double's c1 for modulus p (its p, moff)
+__device__ __forceinline__ unsigned residue_c1(float p, float moff)
+{
+    return (unsigned)(int)(RMAGIC32 - moff) + 0x4B000000u * (unsigned)p;
+}
+
+// The starting value of the quotient estimate (c = -1) and of digit sum c of the CRT sums
+__device__ __forceinline__ double crt_sum_start(int c)
+{
+    return CRT_CVT ? 0.0 : crt_start[1 + c];
+}
+
+#ifndef Q_FROM_LIMBS  // the quotient from the digit sums (1), or from a sum of its own (0): H200,
+#define Q_FROM_LIMBS 1  // N = 30, 15 moduli, 4.68x -> 4.26x the copy floor at d = 3, 5.28x -> 5.23x
+#endif                  // at 4, 5.75x -> 5.52-5.65x at 5 (and no spills at 5); same bits
+
+// The value of the CRT sums of one entry (q: the quotient estimate sum u fl(1/p), used only
+// through rint; dd: the base-2**LBITS digit sums, exact integers): the carries and the one
+// rounding in the CPU's order (ozaki2._CRTAccumulator.finish, finish.cu). With Q_FROM_LIMBS the
+// estimate is sum_c dd[c] fl(2**(LBITS c) / P) instead (q unused, so its sum is never made: one
+// FP64 multiply-add an entry and modulus fewer): X = sum_c dd[c] 2**(LBITS c) = sum_p u_p P/p is
+// below N P, so X / P < N <= 20 is found within a few units of 2**-48, and rint gives the same
+// exact quotient as the CPU's estimate (|C'| < P/2 (1 - 2**-40): the margin is 2**-41)
 __device__ __forceinline__ double crt_finish(double q, double* dd)
 {
     const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
+#if Q_FROM_LIMBS
+    q = dd[NLIMB - 1] * crt_qw[NLIMB - 1];
+#pragma unroll
+    for (int c = NLIMB - 2; c >= 0; --c) q = fma(dd[c], crt_qw[c], q);
+#endif
     const double qq = rint(q);
 #pragma unroll
     for (int c = 0; c < NLIMB; ++c) dd[c] -= qq * crt_big_p[c];  // exact

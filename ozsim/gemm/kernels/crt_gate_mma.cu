@@ -12,11 +12,12 @@
 //      as a byte (residue_magic: any representative serves, the products are reduced mod p), one
 //      INT8 plane per modulus in shared memory;
 //   2. per modulus, one mma product of the real embedding of A's residues and B's plane (|sum|
-//      <= 2 K 128**2 <= 2**19: exact), u = Re, Im mod p in [0, p) (mod_nonneg, exact): the unique
-//      residues of q_p C' that the GEMM path's Karatsuba products reduce to as well;
-//   3. the CRT sums of ozaki2._CRTAccumulator in FP64 in the moduli's order (the quotient
-//      estimate sum u fl(1/p) and the base-2**LBITS digit sums, exact), the carries and the one
-//      rounding (crt_finish), ldexp by fA[row] + f - (gA + gB), written back in place.
+//      <= 2 K 128**2 <= 2**19: exact), u = Re, Im mod p in [0, p) (residue_double, exact): the
+//      unique residues of q_p C' that the GEMM path's Karatsuba products reduce to as well;
+//   3. the base-2**LBITS digit sums of ozaki2._CRTAccumulator in FP64 (exact; each u enters as
+//      256 + u, the sums start at -256 sum_p digit_c(P/p): crt_gate.cuh, residue_double), the
+//      quotient from them (crt_finish, Q_FROM_LIMBS: the CPU's quotient), the carries and the one
+//      rounding, ldexp by fA[row] + f - (gA + gB), written back in place.
 // Same bits as the CPU path. NaN or Inf in a column sets *flag and leaves the column as it was.
 //
 // Options: -DGATE_QUBITS=d (3..5; at d = 5 also -DMPT=4, ozsim.gemm.ozaki2.onepass: the split
@@ -162,9 +163,9 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
             for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
                 for (int v = 0; v < 4; ++v) {
-                    q[mi][ni][v] = 0.0;
+                    q[mi][ni][v] = crt_sum_start(-1);
 #pragma unroll
-                    for (int c = 0; c < NLIMB; ++c) dl[mi][ni][v][c] = 0.0;
+                    for (int c = 0; c < NLIMB; ++c) dl[mi][ni][v][c] = crt_sum_start(c);
                 }
 #if DIGITS
         unsigned bd[KS][WNT][2];  // B's digit fragments, the same for every modulus
@@ -209,6 +210,7 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
             }
             const float p = mod_p[l], ipu = mod_ipu[l], moff = mod_moff[l];
             const double invp = crt_invp[l];
+            const unsigned pi = (unsigned)p, c1 = residue_c1(p, moff);
             double m[NLIMB];
 #pragma unroll
             for (int c = 0; c < NLIMB; ++c) m[c] = crt_m[l * NLIMB + c];
@@ -218,7 +220,7 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                 for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
                     for (int v = 0; v < 4; ++v) {
-                        const double ud = (double)mod_nonneg(pr[mi][ni][v], p, ipu, moff);  // [0, p)
+                        const double ud = residue_double(pr[mi][ni][v], p, ipu, moff, c1, pi);
                         q[mi][ni][v] = fma(ud, invp, q[mi][ni][v]);  // only rint(q) is used
 #pragma unroll
                         for (int c = 0; c < NLIMB; ++c)

@@ -80,7 +80,8 @@ from ...errors import NonFiniteError
 from .. import _gpu
 from .._gpu import raw_module
 from . import wgmma as _crt_wgmma
-from .moduli import LIMB_BITS, NORM_FRAC_BITS, crt_constants
+from .moduli import (LIMB_BITS, NORM_FRAC_BITS, crt_constants, offset_sum_start,
+                     quotient_weights)
 
 __all__ = ["GatheredMatrix", "analyse", "analyse_launch",
            "default_workspace_bytes", "deposit_offsets", "int8_crt_zgemm_gpu", "last_stats",
@@ -585,7 +586,8 @@ def _crt_constants_gpu(num_moduli: int):
     dev = _const_cache.get(key)
     if dev is None:
         c = crt_constants(num_moduli)
-        host = np.concatenate([c.inv_p, c.limbs_M.ravel(), c.limbs_P])
+        host = np.concatenate([c.inv_p, c.limbs_M.ravel(), c.limbs_P,
+                               quotient_weights(num_moduli), offset_sum_start(num_moduli)[1:]])
         dev = _const_cache[key] = cp.asarray(host)
     return dev
 

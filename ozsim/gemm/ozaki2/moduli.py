@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -100,6 +101,44 @@ def crt_constants(num_moduli: int) -> CRTConstants:
         limbs_M=np.array([_digits(P // p, L) for p in mods]),
         limbs_P=np.array(_digits(P, L)),
     )
+
+
+#: The offset a residue ``u`` in ``[0, p)`` carries where a GPU kernel makes the FP64 operand
+#: ``OFFSET + u`` from its bits instead of converting it (``kernels/crt_gate.cuh``,
+#: ``residue_to_double``): ``2**8 (1 + u 2**-8)``.
+RESIDUE_OFFSET = 256
+
+
+@functools.cache
+def offset_sum_start(num_moduli: int) -> np.ndarray:
+    """Starting values of the CRT sums (:class:`ozsim.gemm.ozaki2.scheme._CRTAccumulator`)
+    that take the :data:`RESIDUE_OFFSET` of every residue back out.
+
+    Returns:
+        ``(1 + L,)`` float64: ``-OFFSET sum_p fl(1/p)`` (rounded: only ``rint`` of the
+        quotient estimate is used, and the estimate moves by a few units of ``2**-48``
+        against the margin ``2**-41``), then for each base-``2**40`` digit ``c``
+        ``-OFFSET sum_p digit_c(P/p)``: exact integers, and every partial sum
+        ``start_c + sum (OFFSET + u) digit_c`` stays below ``2**53`` for up to 20 moduli
+        (``20 * 2**8 * 2**40`` and ``20 * 255 * 2**40`` are).
+    """
+    const = crt_constants(num_moduli)
+    digits = [-RESIDUE_OFFSET * sum(int(x) for x in col) for col in const.limbs_M.T]
+    assert all(abs(x) < 2**53 for x in digits)
+    return np.array([-RESIDUE_OFFSET * float(np.sum(const.inv_p))]
+                    + [float(x) for x in digits])
+
+
+@functools.cache
+def quotient_weights(num_moduli: int) -> np.ndarray:
+    """``(L,)`` float64: ``fl(2**(40 c) / P)``, correctly rounded, for the CRT quotient from the
+    digit sums: ``rint(sum_c limb_c fl(2**(40 c) / P))`` (``kernels/crt_gate.cuh``,
+    ``crt_finish``). The digit sums make ``X = sum_p u_p P/p < N P``, so the estimate of ``X / P
+    < N <= 20`` is within ``(L + 2) 2**-53 * 32 < 2**-45`` of it, inside the margin ``2**-41``
+    that ``|C'| < (P/2)(1 - 2**-40)`` leaves."""
+    const = crt_constants(num_moduli)
+    return np.array([float(Fraction(1 << (LIMB_BITS * c), const.P))
+                     for c in range(const.num_limbs)])
 
 
 @functools.cache

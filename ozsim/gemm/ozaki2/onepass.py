@@ -14,13 +14,15 @@ Two kernels:
 
 - ``d <= 2``: ``kernels/crt_gate.cu``, one thread per amplitude group on the CUDA cores. Cost per
   amplitude with N moduli and L digits of P: about ``2 N (NPIECE + 3 + 2 * 2**d)`` FP32 operations
-  (residues and products) and ``2 N (L + 1)`` FP64 multiply-adds (the CRT sums); the FP64 part
-  is the larger one on an H100.
+  (residues and products) and ``2 N L`` FP64 multiply-adds (the CRT sums' digits; the quotient
+  comes from them, ``crt_gate.cuh``, Q_FROM_LIMBS); the FP64 part is the larger one on an H100.
 - ``d = 3..5``: ``kernels/crt_gate_mma.cu`` on the INT8 tensor cores (``mma.sync`` m16n8k32), a
   block per tile of 128 (``d = 3``), 64 (``d = 4``) or 32 (``d = 5``: four members a thread in
   the split, :data:`_SPLIT_MEMBERS`) amplitude groups, A's residues as ready-made fragments
   in shared memory (made once per gate and plan), one INT8 product per modulus, the CRT sums in
-  FP64 (``2 (L + 1)`` multiply-adds an amplitude and modulus, the larger part of the work).
+  FP64 (``2 L`` multiply-adds an amplitude and modulus, each residue entering as ``256 + u``
+  made by integer arithmetic, not the conversion unit; the quotient from the digit sums:
+  ``crt_gate.cuh``, CRT_CVT and Q_FROM_LIMBS; the larger part of the work).
   B enters the products in one of two forms:
 
   - ``d = 4, 5`` (and ``N > 16``): B's residues of every modulus, ``N`` INT8 planes, each made
@@ -38,7 +40,10 @@ Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27
 5.99x the copy floor at d = 3, 4, 5 (B's pieces by integer shifts where ``gB <= 62``:
 ``crt_gate.cuh``, INT_PIECES; the next tile's amplitudes loaded during the products), bound by
 the per-amplitude arithmetic rather than by memory: the residues of 15 moduli and the CRT sums
-(4 FP64 multiply-adds and one conversion an entry and modulus) cost about one copy floor each.
+(then 4 FP64 multiply-adds and one conversion an entry and modulus) cost about one copy floor
+each. The CRT sums' 3 multiply-adds an entry and modulus since (same day, same bits, the kernel
+through ``StateVector.apply``): 4.68x -> 4.15x at d = 3, 5.28x -> 5.16x at 4, 5.75x -> 5.45x at
+5.
 At d = 5 the GEMM path took the same gate padded to 7 qubits at 10.9x, with a second buffer; in
 one pass, fusion takes QV-30 in 116 blocks of up to 5 qubits (``benchmarks/RESULTS.md`` section
 3: 5.55 s end to end).
@@ -57,7 +62,8 @@ from ...errors import NonFiniteError
 from .. import _mma_gate
 from .._gpu import _sms, raw_module
 from .cuda import prepared_residues
-from .moduli import LIMB_BITS, NORM_FRAC_BITS, crt_constants
+from .moduli import (LIMB_BITS, NORM_FRAC_BITS, crt_constants, offset_sum_start,
+                     quotient_weights)
 
 __all__ = ["MAX_QUBITS", "apply"]
 
@@ -116,7 +122,9 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
     tables = {"mod_p": p, "mod_ip": (np.float32(1) / p).astype(np.float32),
               "mod_ipu": np.array([_inverse_rounded_up(m) for m in const.moduli], np.float32),
               "mod_moff": np.array([_MAGIC32 - o for o in offset], np.float32), "mod_w": w,
-              "crt_invp": const.inv_p, "crt_m": const.limbs_M, "crt_big_p": const.limbs_P}
+              "crt_invp": const.inv_p, "crt_m": const.limbs_M, "crt_big_p": const.limbs_P,
+              "crt_start": offset_sum_start(num_moduli),
+              "crt_qw": quotient_weights(num_moduli)}
     for name, host in tables.items():
         host = np.ascontiguousarray(host)
         cp.cuda.runtime.memcpy(mod.get_global(name).ptr, host.ctypes.data, host.nbytes,

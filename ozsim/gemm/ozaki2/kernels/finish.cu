@@ -9,7 +9,14 @@
 
 // CRT reconstruction (ozaki2._CRTAccumulator), NMODC moduli and NLIMBC digits fixed at compile
 // time: u is (NMODC, 2, m, ld) UINT8 (ld a multiple of 4); cst holds 1/p (NMODC), then the digits
-// of P/p ((NMODC, NLIMBC), lowest first), then the digits of P (NLIMBC), staged in shared memory.
+// of P/p ((NMODC, NLIMBC), lowest first), the digits of P (NLIMBC), fl(2**(LBITS c) / P)
+// (NLIMBC) and the digit sums' starting values (NLIMBC), staged in shared memory
+// (ozaki2.cuda._crt_constants_gpu). FINISH_SUMS (default 1): each residue byte enters the digit
+// sums as 256 + u made from its bits (one logic operation, no FP64 subtraction), the sums start
+// at -256 sum_p digit_c(P/p) (ozaki2.moduli.offset_sum_start: exact), and the quotient comes
+// from the digit sums (ozaki2.moduli.quotient_weights), not from a sum of its own: 3 FP64
+// operations an entry and modulus instead of 5 (at 15 moduli), the same quotient and digits,
+// so the same bits; 0: the sums as ozaki2._CRTAccumulator writes them.
 // out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). Each thread takes 4
 // adjacent columns of row i (blockIdx.y: i - i0), in passes of FINISH_PARTS parts: 2 (re and im
 // together, as one pass) or 1 (re, then im: half the live accumulators and loaded words, so
@@ -23,6 +30,9 @@
 // grid-stride loop (so the constants stay in shared memory).
 #ifndef FINISH_PARTS
 #define FINISH_PARTS 2
+#endif
+#ifndef FINISH_SUMS
+#define FINISH_SUMS 1
 #endif
 #ifndef FINISH_BLOCKS
 #define FINISH_BLOCKS 3
@@ -45,8 +55,8 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     int gsum, double2* __restrict__ out, long long so_r, long long so_c, long long i0)
 {
     constexpr int PP = FINISH_PARTS;
-    __shared__ double sc[NMODC * (NLIMBC + 1) + NLIMBC];
-    const int ncst = NMODC * (NLIMBC + 1) + NLIMBC;
+    __shared__ double sc[NMODC * (NLIMBC + 1) + 3 * NLIMBC];
+    const int ncst = NMODC * (NLIMBC + 1) + 3 * NLIMBC;
     for (int t = threadIdx.x; t < ncst; t += blockDim.x) sc[t] = cst[t];
     __syncthreads();
     const long long i = i0 + blockIdx.y;
@@ -63,6 +73,8 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     const FINISH_CV double* invp = sc;
     const FINISH_CV double* lm = sc + NMODC;
     const FINISH_CV double* lp = sc + NMODC + NMODC * NLIMBC;
+    const FINISH_CV double* qw = lp + NLIMBC;
+    const FINISH_CV double* start = qw + NLIMBC;
     const long long plane = m * ld;
     const unsigned int* ui = (const unsigned int*)(u + i * ld + j0);  // j0 + 3 < ld
     const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
@@ -98,7 +110,7 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
             for (int pp = 0; pp < PP; ++pp) {
                 q[col][pp] = 0.0;
 #pragma unroll
-                for (int c = 0; c < NLIMBC; ++c) d[col][pp][c] = 0.0;
+                for (int c = 0; c < NLIMBC; ++c) d[col][pp][c] = FINISH_SUMS ? start[c] : 0.0;
             }
         }
 #pragma unroll
@@ -111,9 +123,14 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
             for (int col = 0; col < 4; ++col) {
 #pragma unroll
                 for (int pp = 0; pp < PP; ++pp) {
-                    // 2**52 + byte, exactly, minus 2**52
+#if FINISH_SUMS  // 256 + byte = 2**8 (1 + byte 2**-8): high word 0x40700000 | byte << 12
+                    const unsigned int hi = (col < 2 ? w[l][pp] << (12 - 8 * col)
+                                                     : w[l][pp] >> (8 * col - 12)) & 0xff000u;
+                    const double v = __hiloint2double(0x40700000 | hi, 0);
+#else  // 2**52 + byte, exactly, minus 2**52
                     const unsigned int byte = (w[l][pp] >> (8 * col)) & 0xffu;
                     const double v = __hiloint2double(0x43300000, byte) - 4503599627370496.0;
+#endif
                     // only rint(q) is used: exact (|C'| < P/2 (1 - 2**-40))
                     q[col][pp] += v * ip;
 #pragma unroll
@@ -129,7 +146,14 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
 #pragma unroll
             for (int pp = 0; pp < PP; ++pp) {
                 double* dd = d[col][pp];
+#if FINISH_SUMS  // the quotient from the digit sums (q's sum unused: never made)
+                double qe = dd[NLIMBC - 1] * qw[NLIMBC - 1];
+#pragma unroll
+                for (int c = NLIMBC - 2; c >= 0; --c) qe = fma(dd[c], qw[c], qe);
+                const double qq = rint_small(qe);
+#else
                 const double qq = rint_small(q[col][pp]);
+#endif
 #pragma unroll
                 for (int c = 0; c < NLIMBC; ++c) dd[c] -= qq * lpr[c];  // exact
 #pragma unroll
