@@ -16,7 +16,9 @@
 // at -256 sum_p digit_c(P/p) (ozaki2.moduli.offset_sum_start: exact), and the quotient comes
 // from the digit sums (ozaki2.moduli.quotient_weights), not from a sum of its own: 3 FP64
 // operations an entry and modulus instead of 5 (at 15 moduli), the same quotient and digits,
-// so the same bits; 0: the sums as ozaki2._CRTAccumulator writes them.
+// so the same bits (H200, N = 30, int8-crt-auto T = 0 through StateVector.apply: 9.47-9.82x ->
+// 9.40-9.42x the copy floor at d = 7, 11.17-11.25x -> 10.95-11.01x at 8, level at 6 and 10);
+// 0: the sums as ozaki2._CRTAccumulator writes them.
 // out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). Each thread takes 4
 // adjacent columns of row i (blockIdx.y: i - i0), in passes of FINISH_PARTS parts: 2 (re and im
 // together, as one pass) or 1 (re, then im: half the live accumulators and loaded words, so
