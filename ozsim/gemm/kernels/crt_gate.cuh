@@ -125,23 +125,32 @@ __device__ __forceinline__ float mod_nonneg(int v, float p, float ipu, float mof
 #define CRT_CVT 0  // arithmetic (0): H200, N = 30, 15 moduli, with Q_FROM_LIMBS, 4.25x -> 4.15x the
 #endif             // copy floor at d = 3, 5.24x -> 5.16x at 4, 5.52x -> 5.45x at 5; same bits
 
-// The FP64 operand of the CRT sums for the product v of modulus p (|v| <= 2**21): with CRT_CVT
-// the residue u = mod_nonneg(v) in [0, p) converted; else 256 + u = 2**8 (1 + u 2**-8), whose
-// high word is 0x40700000 | u << 12 and whose low word is zero, made in INT32: mod_nonneg's
-// floor(x / p) read from the bits 0x4B000000 + floor(x / p) of its round-down fma, u = v + OFF
-// - floor(x / p) p (c1 = OFF + 0x4B000000 p and pi = p, mod 2**32; OFF = RMAGIC32 - moff). The
-// sums then start at crt_start (crt_sum_start), which takes the 256's back out: the digit sums
-// stay exact integers below 2**53 for up to 20 moduli (20 * 2**8 * 2**40 and 20 * 255 * 2**40
-// are), the quotient estimate moves by a few units of 2**-48.
-__device__ __forceinline__ double residue_double(int v, float p, float ipu, float moff,
+// Where the INT8 products' INT32 sums start: residue_double takes w = PRODUCT_START + v, which
+// without CRT_CVT is the float 1.5 * 2**23 + v (|v| <= 2**21; 0x4B400000 + 2**21 < 2**31: no
+// overflow), so that no addition makes it
+#ifndef PRODUCT_START  // (H200, N = 30, 15 moduli, against 0: 5.16-5.24x -> 5.02-5.06x the copy
+// floor at d = 4, 5.41-5.59x -> 5.38-5.54x at 5, level at 3; same bits)
+#define PRODUCT_START (CRT_CVT ? 0 : 0x4B400000)
+#endif
+
+// The FP64 operand of the CRT sums for the product v of modulus p (|v| <= 2**21), given w =
+// PRODUCT_START + v: with CRT_CVT the residue u = mod_nonneg(v) in [0, p) converted; else 256 +
+// u = 2**8 (1 + u 2**-8), whose high word is 0x40700000 | u << 12 and whose low word is zero,
+// made in INT32: mod_nonneg's floor(x / p) read from the bits 0x4B000000 + floor(x / p) of its
+// round-down fma, u = v + OFF - floor(x / p) p = w + c1 - (0x4B000000 + floor(x / p)) p (c1 =
+// OFF + 0x4B000000 p - 0x4B400000 and pi = p, mod 2**32; OFF = RMAGIC32 - moff). The sums then
+// start at crt_start (crt_sum_start), which takes the 256's back out: the digit sums stay exact
+// integers below 2**53 for up to 20 moduli (20 * 2**8 * 2**40 and 20 * 255 * 2**40 are), the
+// quotient estimate moves by a few units of 2**-48.
+__device__ __forceinline__ double residue_double(int w, float p, float ipu, float moff,
                                                  unsigned c1, unsigned pi)
 {
 #if CRT_CVT
-    return (double)mod_nonneg(v, p, ipu, moff);
+    return (double)mod_nonneg(w - PRODUCT_START, p, ipu, moff);
 #else
-    const float x = __int_as_float(0x4B400000 + v) - moff;
+    const float x = __int_as_float(w + (0x4B400000 - PRODUCT_START)) - moff;
     const unsigned qb = __float_as_uint(__fmaf_rd(x, ipu, 0x1p23f));
-    const unsigned u = (unsigned)v + c1 - qb * pi;
+    const unsigned u = (unsigned)w + c1 - qb * pi;
     return __hiloint2double((int)((u << 12) + 0x40700000u), 0);
 #endif
 }
@@ -149,7 +158,7 @@ __device__ __forceinline__ double residue_double(int v, float p, float ipu, floa
 // residue_double's c1 for modulus p (its p, moff)
 __device__ __forceinline__ unsigned residue_c1(float p, float moff)
 {
-    return (unsigned)(int)(RMAGIC32 - moff) + 0x4B000000u * (unsigned)p;
+    return (unsigned)(int)(RMAGIC32 - moff) + 0x4B000000u * (unsigned)p - (unsigned)PRODUCT_START;
 }
 
 // The starting value of the quotient estimate (c = -1) and of digit sum c of the CRT sums

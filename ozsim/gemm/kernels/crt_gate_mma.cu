@@ -188,7 +188,7 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
 #pragma unroll
                 for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
-                    for (int v = 0; v < 4; ++v) pr[mi][ni][v] = 0;
+                    for (int v = 0; v < 4; ++v) pr[mi][ni][v] = PRODUCT_START;
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks) {
                 uint4 a[WMT];
