@@ -36,17 +36,16 @@ Two kernels:
     modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
     the copy floor against 4.5x).
 
-Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 4.75x, 5.40x,
-5.99x the copy floor at d = 3, 4, 5 (B's pieces by integer shifts where ``gB <= 62``:
+Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 4.22x, 5.11x,
+5.63x the copy floor at d = 3, 4, 5 (B's pieces by integer shifts where ``gB <= 62``:
 ``crt_gate.cuh``, INT_PIECES; the next tile's amplitudes loaded during the products), bound by
-the per-amplitude arithmetic rather than by memory: the residues of 15 moduli and the CRT sums
-(then 4 FP64 multiply-adds and one conversion an entry and modulus) cost about one copy floor
-each. The CRT sums' 3 multiply-adds an entry and modulus since (same day, same bits, the kernel
-through ``StateVector.apply``): 4.68x -> 4.15x at d = 3, 5.28x -> 5.16x at 4, 5.75x -> 5.45x at
-5.
-At d = 5 the GEMM path took the same gate padded to 7 qubits at 10.9x, with a second buffer; in
-one pass, fusion takes QV-30 in 116 blocks of up to 5 qubits (``benchmarks/RESULTS.md`` section
-3: 5.55 s end to end).
+the per-amplitude arithmetic rather than by memory: Nsight Compute finds the issue slots 71-78%
+busy and no pipe above 45%, about 14 instructions a modulus and entry. The CRT sums took 4
+FP64 multiply-adds and a conversion an entry and modulus until the quotient came from the digit
+sums and each residue entered them as ``256 + u`` made in INT32 (``crt_gate.cuh``, Q_FROM_LIMBS,
+CRT_CVT, PRODUCT_START): 4.80x, 5.36x, 5.97x before, same bits. At d = 5 the GEMM path took the
+same gate padded to 7 qubits at 10.9x, with a second buffer; in one pass, fusion takes QV-30 in
+116 blocks of up to 5 qubits (``benchmarks/RESULTS.md`` section 3: 5.35 s end to end).
 """
 
 from __future__ import annotations
