@@ -210,7 +210,7 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
             }
             const float p = mod_p[l], ipu = mod_ipu[l], moff = mod_moff[l];
             const double invp = crt_invp[l];
-            const unsigned pi = (unsigned)p, c1 = residue_c1(p, moff);
+            const unsigned pi = (unsigned)p, c1s = residue_c1s(p, moff);
             double m[NLIMB];
 #pragma unroll
             for (int c = 0; c < NLIMB; ++c) m[c] = crt_m[l * NLIMB + c];
@@ -220,7 +220,7 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                 for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
                     for (int v = 0; v < 4; ++v) {
-                        const double ud = residue_double(pr[mi][ni][v], p, ipu, moff, c1, pi);
+                        const double ud = residue_double(pr[mi][ni][v], p, ipu, moff, c1s, pi);
                         q[mi][ni][v] = fma(ud, invp, q[mi][ni][v]);  // only rint(q) is used
 #pragma unroll
                         for (int c = 0; c < NLIMB; ++c)
