@@ -69,7 +69,10 @@ __device__ __forceinline__ int norm_exponent(const double2 (&x)[MPT], int e)
     return s > 0.0 ? e - NFRAC + (bl + 1) / 2 : 0;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 2)
+#ifndef MIN_BLOCKS  // blocks an SM the registers must allow (3: 80 registers and spills, H200,
+#define MIN_BLOCKS 2  // N = 30, 15 moduli: 4.08-4.15x -> 4.38-4.54x the floor at d = 3, 5.03x ->
+#endif                // 5.47x at 4)
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
              int p5, const uint4* __restrict__ a_frag, const int* __restrict__ a_f, int gb,
              int gsum, int* __restrict__ flag)
