@@ -95,7 +95,9 @@ crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, in
                 for (int i = 0; i < NPIECE; ++i) acc = fmaf(h[part][c][i], mod_w[l * NPIECE + i], acc);
                 b[part][c] = rem32(acc, p, ip);
             }
+#if !Q_FROM_LIMBS
         const double invp = crt_invp[l];
+#endif
 #pragma unroll
         for (int r = 0; r < K; ++r) {
             float tre = 0.0f, tim = 0.0f;
@@ -113,7 +115,9 @@ crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, in
                 float u = rem32(part ? tim : tre, p, ip);
                 if (u < 0.0f) u += p;  // [0, p)
                 const double ud = (double)u;
+#if !Q_FROM_LIMBS
                 q[r][part] = fma(ud, invp, q[r][part]);  // only rint(q) is used
+#endif
 #pragma unroll
                 for (int c = 0; c < NLIMB; ++c)
                     dl[r][part][c] = fma(ud, crt_m[l * NLIMB + c], dl[r][part][c]);  // exact

@@ -39,7 +39,7 @@ __constant__ float a_res[NMOD * 2 * K * K];  // [modulus][Ar, Ai][row][k], weigh
 // at or above 2**21), and the pieces' weights 2**(12 i) mod p (symmetric)
 __constant__ float mod_p[NMOD], mod_ip[NMOD], mod_ipu[NMOD], mod_moff[NMOD], mod_w[NMOD * NPIECE];
 __constant__ double crt_invp[NMOD], crt_m[NMOD * NLIMB], crt_big_p[NLIMB];
-// the CRT sums' starting values where each residue enters as 256 + u (residue_to_double):
+// the CRT sums' starting values where each residue enters as 256 + u (residue_double):
 // -256 sum_p fl(1/p) (rounded; only rint of the quotient estimate is used), then
 // -256 sum_p (P/p)'s digit c (exact integers below 2**53)
 __constant__ double crt_start[1 + NLIMB];

@@ -212,7 +212,9 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                     for (int mi = 0; mi < WMT; ++mi) mma_s8(pr[mi][ni], a[mi], b[ni][0], b[ni][1]);
             }
             const float p = mod_p[l], ipu = mod_ipu[l], moff = mod_moff[l];
+#if !Q_FROM_LIMBS
             const double invp = crt_invp[l];
+#endif
             const unsigned pi = (unsigned)p, c1s = residue_c1s(p, moff);
             double m[NLIMB];
 #pragma unroll
@@ -224,7 +226,9 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
 #pragma unroll
                     for (int v = 0; v < 4; ++v) {
                         const double ud = residue_double(pr[mi][ni][v], p, ipu, moff, c1s, pi);
+#if !Q_FROM_LIMBS
                         q[mi][ni][v] = fma(ud, invp, q[mi][ni][v]);  // only rint(q) is used
+#endif
 #pragma unroll
                         for (int c = 0; c < NLIMB; ++c)
                             dl[mi][ni][v][c] = fma(ud, m[c], dl[mi][ni][v][c]);  // exact

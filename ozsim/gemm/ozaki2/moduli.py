@@ -105,7 +105,7 @@ def crt_constants(num_moduli: int) -> CRTConstants:
 
 #: The offset a residue ``u`` in ``[0, p)`` carries where a GPU kernel makes the FP64 operand
 #: ``OFFSET + u`` from its bits instead of converting it (``kernels/crt_gate.cuh``,
-#: ``residue_to_double``): ``2**8 (1 + u 2**-8)``.
+#: ``residue_double``; ``kernels/finish.cu``): ``2**8 (1 + u 2**-8)``.
 RESIDUE_OFFSET = 256
 
 

@@ -72,7 +72,9 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
 #else
 #define FINISH_CV
 #endif
+#if !FINISH_SUMS
     const FINISH_CV double* invp = sc;
+#endif
     const FINISH_CV double* lm = sc + NMODC;
     const FINISH_CV double* lp = sc + NMODC + NMODC * NLIMBC;
     const FINISH_CV double* qw = lp + NLIMBC;
@@ -105,19 +107,26 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
         }
         // per output (4 columns x PP parts): the quotient estimate and the digit sums; the
         // moduli loop outermost, so that each constant read from shared memory serves all
-        double q[4][PP], d[4][PP][NLIMBC];
+        double d[4][PP][NLIMBC];
+#if !FINISH_SUMS
+        double q[4][PP];
+#endif
 #pragma unroll
         for (int col = 0; col < 4; ++col) {
 #pragma unroll
             for (int pp = 0; pp < PP; ++pp) {
+#if !FINISH_SUMS
                 q[col][pp] = 0.0;
+#endif
 #pragma unroll
                 for (int c = 0; c < NLIMBC; ++c) d[col][pp][c] = FINISH_SUMS ? start[c] : 0.0;
             }
         }
 #pragma unroll
         for (int l = 0; l < NMODC; ++l) {
+#if !FINISH_SUMS
             const double ip = invp[l];
+#endif
             double lml[NLIMBC];
 #pragma unroll
             for (int c = 0; c < NLIMBC; ++c) lml[c] = lm[l * NLIMBC + c];
@@ -133,8 +142,9 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
                     const unsigned int byte = (w[l][pp] >> (8 * col)) & 0xffu;
                     const double v = __hiloint2double(0x43300000, byte) - 4503599627370496.0;
 #endif
-                    // only rint(q) is used: exact (|C'| < P/2 (1 - 2**-40))
+#if !FINISH_SUMS  // only rint(q) is used: exact (|C'| < P/2 (1 - 2**-40))
                     q[col][pp] += v * ip;
+#endif
 #pragma unroll
                     for (int c = 0; c < NLIMBC; ++c) d[col][pp][c] += v * lml[c];  // exact
                 }
