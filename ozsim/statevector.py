@@ -33,7 +33,7 @@ same kernels); ``OZSIM_GATHER=0`` turns it off.
 
 One pass: where a backend's scheme has a one-pass kernel for the device and the gate's size
 (:attr:`ozsim.gemm.registry.Scheme.one_pass_qubits`; on the GPU: ``zgemm`` for ``d <= 7``
-from compute capability 9.0, else ``d <= 6``, scheme I (``int8x{s}``, ``int8-auto``) for ``d <= 6``, scheme II for ``d <= 5``; in single
+from compute capability 9.0, else ``d <= 6``, scheme I (``int8x{s}``, ``int8-auto``) for ``d <= 6``, scheme II for ``d <= 6``; in single
 precision ``cgemm`` for ``d <= 4``, ``tf32x*`` and ``fp16-le`` for ``d <= 5``), the gate is
 applied in place, reading each amplitude group through the targets' current bit positions: no permutation, no second buffer, one read and one write of the state.
 ``StateVector.one_pass = False`` turns it off (the GEMM path, for comparison). A one-pass

@@ -449,11 +449,11 @@ def test_gathered_matrix_equals_permuted_copy(n, d, seed, monkeypatch):
 
 @pytest.mark.parametrize("backend", ["int8-crt-auto", "int8-crt15"])
 def test_simulator_gathered_equals_copy(backend, monkeypatch, gathered_calls):
-    """A brickwork circuit of 6-qubit gates on 15 qubits (every gate needs a permutation): the
-    state read through the permutation (the default) equals the copying engine bitwise, and
-    the CPU; the gathered path is taken."""
+    """A brickwork circuit of 7-qubit gates on 15 qubits (the GEMM path: every gate needs a
+    permutation): the state read through the permutation (the default) equals the copying
+    engine bitwise, and the CPU; the gathered path is taken."""
     taken = gathered_calls
-    circ = brickwork(15, depth=4, gate_qubits=6, seed=11)
+    circ = brickwork(15, depth=4, gate_qubits=7, seed=11)
     cpu = Simulator(backend=backend, T=0.0, device="cpu", max_fused_qubits=0).run(circ)
     taken.clear()  # (the CPU's state vector never gathers)
     got = Simulator(backend=backend, T=0.0, device="gpu", max_fused_qubits=0).run(circ)

@@ -486,7 +486,7 @@ def test_in_place_limit_is_the_one_pass_range():
     from ozsim.simulator import in_place_limit
 
     assert [in_place_limit(b, "gpu", 30) for b in ("zgemm", "int8-auto", "int8-crt-auto",
-                                                    "int8x9", "int8-crt14")] == [6, 6, 5, 6, 5]
+                                                    "int8x9", "int8-crt14")] == [6, 6, 6, 6, 6]
     assert in_place_limit("zgemm", "cpu", 30) == 0  # no one-pass kernels on the CPU
     assert in_place_limit("zgemm", "gpu", 3) == 2  # a block of all N qubits is a plain GEMM
     auto = plan("gpu", tag="no-table-with-this-tag")  # the registry's defaults

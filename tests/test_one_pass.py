@@ -166,11 +166,12 @@ _SCHEME2 = [("int8-crt2", 1), ("int8-crt3", 1), ("int8-crt8", 1), ("int8-crt14",
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend,T,d", [(b, T, d) for b, T in _SCHEME1 for d in range(1, 7)]
-                         + [(b, T, d) for b, T in _SCHEME2 for d in (1, 2, 3, 4, 5)])
+                         + [(b, T, d) for b, T in _SCHEME2 for d in (1, 2, 3, 4, 5, 6)])
 def test_one_pass_emulated_gate_is_bitwise_the_cpu_product(backend, T, d):
-    """d = 1, 2: the CUDA-core kernels; d = 3..6 (scheme I), 3..5 (scheme II): the tensor-core
-    kernels, on a state of fewer groups than one tile (n = 10) and of many tiles (n = 15,
-    targets high and low)."""
+    """d = 1, 2: the CUDA-core kernels; d = 3..6: the tensor-core kernels (scheme II's at d = 6
+    with paired A fragments, and with 20 moduli some of them read from global memory), on a
+    state of fewer groups than one tile (n = 10) and of many tiles (n = 15, targets high and
+    low)."""
     cp = cupy_or_skip()
     from ozsim.gemm import registry, zgemm
     from ozsim.testing import ozaki_matrix

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import cupy as cp
 
-__all__ = ["THREADS", "a_fragments", "a_fragment_bytes", "core_image", "row_fragments", "tile"]
+__all__ = ["THREADS", "a_fragments", "a_fragment_bytes", "core_image", "paired_fragments",
+           "row_fragments", "tile"]
 
 #: Threads per block of the tensor-core gate kernels (8 warps).
 THREADS = 256
@@ -34,9 +35,11 @@ def tile(d: int, kd: int | None = None, mpt: int | None = None,
     return threads // (k // mpt), kd, kd // 4 + 4
 
 
-def a_fragment_bytes(d: int, planes: int, kd: int | None = None) -> int:
-    """Bytes of :func:`a_fragments` for ``planes`` INT8 planes of a ``d``-qubit gate."""
-    return planes * ((1 << d) // 8) * (tile(d, kd)[1] // 32) * 32 * 16
+def a_fragment_bytes(d: int, planes: int, kd: int | None = None, paired: bool = False) -> int:
+    """Bytes of :func:`a_fragments` (``paired``: :func:`paired_fragments`) for ``planes`` INT8
+    planes of a ``d``-qubit gate."""
+    full = planes * ((1 << d) // 8) * (tile(d, kd)[1] // 32) * 32 * 16
+    return full * 3 // 4 if paired else full
 
 
 def a_fragments(re, im):
@@ -57,6 +60,30 @@ def a_fragments(re, im):
     ar = re.astype(cp.int8)
     ai = im.astype(cp.int8)
     return row_fragments(cp.concatenate([ar, -ai], axis=2), cp.concatenate([ai, ar], axis=2))
+
+
+def paired_fragments(frags):
+    """:func:`a_fragments` in 6 words a lane per pair of k steps instead of 8 (``d >= 5``).
+
+    The embedding's k steps ``ks`` and ``ks + KS / 2`` (``KS = 2K / 32``) meet the same members'
+    ``Ar, Ai`` (real parts of B) and ``-Ai, Ar`` (imaginary parts): a lane's fragment of the
+    second is ``(-y, x, -w, z)`` of the first's ``(x, y, z, w)``. So each plane holds the first
+    half's ``uint4`` fragments ``[mt][kh][lane]``, then the ``uint2`` ``(-y, -w)``
+    ``[mt][kh][lane]`` (both conflict-free for a warp's loads); ``crt_gate_mma.cu`` (A_PAIRED)
+    puts the second fragment together from them. 3/4 of :func:`a_fragments`' bytes.
+
+    Args:
+        frags: ``(planes, K / 8, KS, 32, 4)`` uint32, :func:`a_fragments` with ``KS`` even.
+
+    Returns:
+        ``(planes, K / 8 * KS * 32 * 3)`` uint32 CuPy array.
+    """
+    s, mt, ks = frags.shape[:3]
+    if ks % 2:
+        raise ValueError(f"paired fragments need an even number of k steps; got {ks}")
+    first = frags[:, :, : ks // 2].reshape(s, -1)
+    second = frags[:, :, ks // 2:, :, 0::2].reshape(s, -1)  # words 0 and 2: -Ai's
+    return cp.ascontiguousarray(cp.concatenate([first, second], axis=1))
 
 
 def row_fragments(rows_re, rows_im, kd: int | None = None):

@@ -161,8 +161,10 @@ class Scheme:
 # (the tensor-core kernel, wgmma at 5, 6; group barriers, 2026-11-27); scheme II (int8-crt-auto at T = 0: 15 moduli for a
 # Haar gate, no statistics pass; H100) 3.6 and 4.5 at d = 3 (B as byte digits), 4 (tensor
 # cores); on an H200 5.2, 6.5, 7.0 at d = 3, 4, 5 (d = 5 scaled into the H100 column by 7.0 /
-# 6.5). Both apply 1- and 2-qubit gates as 3-qubit ones (pad_gates: their CUDA-core kernels
-# took 3.1 / 4.8 and 16.5 / 6.5 there), so d = 1, 2 cost what d = 3 does.
+# 6.5), and at d = 6 (paired A fragments, one block an SM, 2026-11-27) 7.0-7.3 against 5.3-5.5
+# at d = 5 (scaled: 6.5; the GEMM path took 12.1-12.4, the gate padded to 7 qubits 9.2). Both
+# apply 1- and 2-qubit gates as 3-qubit ones (pad_gates: their CUDA-core kernels took 3.1 / 4.8
+# and 16.5 / 6.5 there), so d = 1, 2 cost what d = 3 does.
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native",
@@ -212,16 +214,16 @@ SCHEMES: tuple[Scheme, ...] = (
         ),
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
-               "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=5,
-                                one_pass_passes=(3.7, 3.7, 3.7, 4.5, 4.9))},
+               "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=6,
+                                one_pass_passes=(3.7, 3.7, 3.7, 4.5, 4.9, 6.5))},
         accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
                  "T = 0: norm-wise error bound no larger than FP64's",
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",
         run=ozaki2_backend.run,
         prepare=ozaki2_backend.prepare,
-        one_pass_qubits={"gpu": 5},
+        one_pass_qubits={"gpu": 6},
         apply_one_pass=ozaki2_backend.apply_one_pass,
-        pad_gates={1: 3, 2: 3, 6: 7},
+        pad_gates={1: 3, 2: 3},
     ),
     # The FP16 and correctly rounded schemes' costs are estimates, not measurements: FP16 products
     # cost what scheme I's do on the CPU (the same FP64 BLAS on slice values, ~1.3x fewer slices:

@@ -38,6 +38,8 @@ __constant__ float a_res[NMOD * 2 * K * K];  // [modulus][Ar, Ai][row][k], weigh
 // per modulus: p, fl32(1/p), fl32(1/p) rounded up, RMAGIC32 - OFF (OFF: the least multiple of p
 // at or above 2**21), and the pieces' weights 2**(12 i) mod p (symmetric)
 __constant__ float mod_p[NMOD], mod_ip[NMOD], mod_ipu[NMOD], mod_moff[NMOD], mod_w[NMOD * NPIECE];
+// per modulus: p and residue_double's c1s for PRODUCT_START = 0x4B400000, as integers (C1S_TABLE)
+__constant__ unsigned mod_pc[2 * NMOD];
 __constant__ double crt_invp[NMOD], crt_m[NMOD * NLIMB], crt_big_p[NLIMB];
 // the CRT sums' starting values where each residue enters as 256 + u (residue_double):
 // -256 sum_p fl(1/p) (rounded; only rint of the quotient estimate is used), then
@@ -60,6 +62,9 @@ __device__ __forceinline__ float rem32(float x, float p, float ip)
 #ifndef INT_PIECES
 #define INT_PIECES 0  // 1 where gB <= 62: v fits an INT64 (scalar_pieces)
 #endif
+#ifndef SIGNED_MAGIC  // scalar_pieces' sign in the float bits (H200, N = 30, 15 moduli: 5.01-5.03x
+#define SIGNED_MAGIC 1  // -> 4.87-4.88x the copy floor at d = 4, 5.38-5.46x -> 5.30-5.42x at 5,
+#endif                  // level at 3 and 6; same bits)
 
 // v = rnd(y) (rint, or trunc without ROUND: the one rounding of the scheme) cut exactly into
 // NPIECE pieces of PBITS bits by truncation (|h_i| < 2**12, all of v's sign; |v| <= 2**gB <
@@ -71,11 +76,21 @@ __device__ __forceinline__ void scalar_pieces(double y, float (&h)[NPIECE])
 #if INT_PIECES
     const long long vi = ROUND ? __double2ll_rn(y) : __double2ll_rz(y);
     const unsigned long long a = vi < 0 ? 0ull - (unsigned long long)vi : (unsigned long long)vi;
+#if SIGNED_MAGIC  // the sign in the float's bits: -(2**23 + b) + 2**23 = -b, one logic operation
+    // and one addition a piece instead of two, an addition and a select (same values; a zero
+    // piece of a negative v is +0, not -0, which no sum tells apart)
+    const int magic = vi < 0 ? (int)0xCB000000 : 0x4B000000;
+    const float unbias = vi < 0 ? 0x1p23f : -0x1p23f;
+#pragma unroll
+    for (int i = 0; i < NPIECE; ++i)
+        h[i] = __int_as_float(magic | (int)((a >> (PBITS * i)) & 0xFFFu)) + unbias;
+#else
 #pragma unroll
     for (int i = 0; i < NPIECE; ++i) {
         const float p = __int_as_float(0x4B000000 | (int)((a >> (PBITS * i)) & 0xFFFu)) - 0x1p23f;
         h[i] = vi < 0 ? -p : p;
     }
+#endif
     return;
 #endif
     double v = ROUND ? rint(y) : trunc(y);
@@ -156,6 +171,15 @@ __device__ __forceinline__ double residue_double(int w, float p, float ipu, floa
     return __hiloint2double((int)((t << 12) + c1s), 0);
 #endif
 }
+
+#ifndef C1S_TABLE  // pi and c1s of modulus l from mod_pc (ozsim.gemm.ozaki2.onepass), not made
+// from the float constants by conversions and integer arithmetic: H200, N = 30, 15 moduli,
+// 4.02-4.05x -> 3.92x the copy floor at d = 3; level at 4, 5; 7.04-7.33x -> 7.18-7.42x at 6
+#define C1S_TABLE (D == 3)
+#endif
+#if C1S_TABLE && PRODUCT_START != 0x4B400000
+#error "C1S_TABLE: mod_pc's c1s are for PRODUCT_START = 0x4B400000"
+#endif
 
 // residue_double's c1s for modulus p (its p, moff)
 __device__ __forceinline__ unsigned residue_c1s(float p, float moff)

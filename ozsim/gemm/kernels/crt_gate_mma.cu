@@ -1,4 +1,4 @@
-// One-pass gate by Ozaki scheme II on INT8 tensor cores (int8-crt{N}, int8-crt-auto), d = 3..5:
+// One-pass gate by Ozaki scheme II on INT8 tensor cores (int8-crt{N}, int8-crt-auto), d = 3..6:
 // psi <- U psi in place, in one read and one write of the state.
 //
 // The same numbers as ozsim.gemm.ozaki2.scheme.int8_crt_zgemm on U (the A operand: its weighted
@@ -20,11 +20,16 @@
 //      rounding, ldexp by fA[row] + f - (gA + gB), written back in place.
 // Same bits as the CPU path. NaN or Inf in a column sets *flag and leaves the column as it was.
 //
-// Options: -DGATE_QUBITS=d (3..5; at d = 5 also -DMPT=4, ozsim.gemm.ozaki2.onepass: the split
-// takes 4 members a thread, so that a tile is 32 columns and the CRT sums stay at 8 entries a
-// thread) -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1
-// -DNPIECE=ceil((gB + 1) / 12) and the scheme's constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli). Shared memory (dynamic): A's
-// fragments, NMOD * A_STRIDE * 16 bytes, and B's residues, NMOD * NC * W * 4 bytes.
+// Options: -DGATE_QUBITS=d (3..6; at d = 5, 6 also -DMPT=4, ozsim.gemm.ozaki2.onepass: the
+// split takes 4 members a thread, so that a tile is 32 (d = 5) or 16 (d = 6) columns and the
+// CRT sums stay at 8 entries a thread; at d = 6 -DWGM=8, each warp one m tile of 8 members)
+// -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 -DNPIECE=ceil((gB + 1) / 12) and the scheme's
+// constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli); -DA_PAIRED=1 (d >= 5: A's fragments
+// of k steps ks and ks + KS / 2 from 6 words a lane, not 8: the second is (-y, x, -w, z) of the
+// first's (x, y, z, w), the embedding's -Ai and Ar; ozsim.gemm._mma_gate.paired_fragments) and
+// -DA_SMEM_PLANES=n (A's first n moduli in shared memory, the others read from global memory,
+// L2: at d = 6 the shared memory holds 15 of them). Shared memory (dynamic): A's fragments,
+// A_SMEM_PLANES * A_PLANE * 16 bytes, and B's residues, NMOD * NC * W * 4 bytes.
 
 #include "crt_gate.cuh"
 #ifndef DIGITS
@@ -38,6 +43,22 @@
 #endif  // and warpgroup barriers of d = 4, 5 measured slower (5.6 -> 6.3x, 6.17 -> 6.28x)
 #include "mma_gate.cuh"
 
+#ifndef A_PAIRED
+#define A_PAIRED 0
+#endif
+#if A_PAIRED
+#if KS % 2 || DIGITS
+#error "A_PAIRED needs an even number of k steps (d >= 5) and B's residues"
+#endif
+#define KSH (KS / 2)
+#define A_PLANE (MT * KS * 24)  // uint4 a plane: [mt][kh][lane] uint4, then [mt][kh][lane] uint2
+#else
+#define A_PLANE A_STRIDE
+#endif
+#ifndef A_SMEM_PLANES
+#define A_SMEM_PLANES NMOD
+#endif
+
 #ifndef MOD_UNROLL  // the products' modulus loop unrolled (constants as immediate operands):
 #define MOD_UNROLL (!DIGITS && NLIMB <= 3)  // 4-10% faster at d = 3..5 (H200); spills beyond
 #endif
@@ -47,7 +68,7 @@
 constexpr int kSplitUnroll = SPLIT_UNROLL;
 
 #if WMT * WNT > 2
-#error "crt_gate_mma.cu keeps the CRT sums of 8 entries a thread (d <= 5; at d = 5 -DMPT=4)"
+#error "crt_gate_mma.cu keeps the CRT sums of 8 entries a thread (d <= 6; at d = 5, 6 -DMPT=4)"
 #endif
 
 // The column's norm exponent f (ozaki2.norm_exponents) from its exponent e: the exact sum of the
@@ -70,17 +91,17 @@ __device__ __forceinline__ int norm_exponent(const double2 (&x)[MPT], int e)
 }
 
 #ifndef MIN_BLOCKS  // blocks an SM the registers must allow (3: 80 registers and spills, H200,
-#define MIN_BLOCKS 2  // N = 30, 15 moduli: 4.08-4.15x -> 4.38-4.54x the floor at d = 3, 5.03x ->
-#endif                // 5.47x at 4)
+#define MIN_BLOCKS (D >= 6 ? 1 : 2)  // N = 30, 15 moduli: 4.08-4.15x -> 4.38-4.54x the floor at
+#endif  // d = 3, 5.03x -> 5.47x at 4; d = 6: one block an SM, its shared memory)
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
              int p5, const uint4* __restrict__ a_frag, const int* __restrict__ a_f, int gb,
              int gsum, int* __restrict__ flag)
 {
-    extern __shared__ uint4 smem[];  // [A's fragments [NMOD][A_STRIDE]][B's residues [NMOD][NC][W]
-                                     //  or B's digits [NC][W]]
-    unsigned* b_res = reinterpret_cast<unsigned*>(smem + NMOD * A_STRIDE);
-    for (int i = threadIdx.x; i < NMOD * A_STRIDE; i += THREADS) smem[i] = __ldg(a_frag + i);
+    extern __shared__ uint4 smem[];  // [A's fragments [A_SMEM_PLANES][A_PLANE]][B's residues
+                                     //  [NMOD][NC][W] or B's digits [NC][W]]
+    unsigned* b_res = reinterpret_cast<unsigned*>(smem + A_SMEM_PLANES * A_PLANE);
+    for (int i = threadIdx.x; i < A_SMEM_PLANES * A_PLANE; i += THREADS) smem[i] = __ldg(a_frag + i);
     __shared__ long long moff[K], col_base[NC];
     __shared__ int col_f[NC];
     const int pos[6] = {p0, p1, p2, p3, p4, p5};  // bit j of the gate index at pos[j]
@@ -192,11 +213,50 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                 for (int ni = 0; ni < WNT; ++ni)
 #pragma unroll
                     for (int v = 0; v < 4; ++v) pr[mi][ni][v] = PRODUCT_START;
+#if A_PAIRED
+#pragma unroll
+            for (int kh = 0; kh < KSH; ++kh) {
+                uint4 a[WMT], a2[WMT];
+#pragma unroll
+                for (int mi = 0; mi < WMT; ++mi) {
+                    const int i = ((wm * WMT + mi) * KSH + kh) * 32 + lane;
+                    uint4 x;
+                    uint2 y;
+                    if (l < A_SMEM_PLANES) {
+                        x = smem[l * A_PLANE + i];
+                        y = reinterpret_cast<const uint2*>(smem + l * A_PLANE + MT * KSH * 32)[i];
+                    } else {
+                        x = __ldg(a_frag + l * A_PLANE + i);
+                        y = __ldg(reinterpret_cast<const uint2*>(a_frag + l * A_PLANE + MT * KSH * 32) + i);
+                    }
+                    a[mi] = x;
+                    a2[mi] = make_uint4(y.x, x.x, y.y, x.z);  // k step kh + KSH: -Ai, Ar
+                }
+                unsigned b[WNT][2], b2[WNT][2];
+#pragma unroll
+                for (int ni = 0; ni < WNT; ni += 2) {
+                    ldmatrix_x4(b_lane + (unsigned)(l * NC * W * 4 + kh * 32 + ni * 8 * W * 4),
+                                b[ni][0], b[ni][1], b[ni + 1][0], b[ni + 1][1]);
+                    ldmatrix_x4(b_lane + (unsigned)(l * NC * W * 4 + (kh + KSH) * 32 + ni * 8 * W * 4),
+                                b2[ni][0], b2[ni][1], b2[ni + 1][0], b2[ni + 1][1]);
+                }
+#pragma unroll
+                for (int ni = 0; ni < WNT; ++ni)
+#pragma unroll
+                    for (int mi = 0; mi < WMT; ++mi) {
+                        mma_s8(pr[mi][ni], a[mi], b[ni][0], b[ni][1]);
+                        mma_s8(pr[mi][ni], a2[mi], b2[ni][0], b2[ni][1]);
+                    }
+            }
+#else
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks) {
                 uint4 a[WMT];
 #pragma unroll
-                for (int mi = 0; mi < WMT; ++mi) a[mi] = smem[a_lane + l * A_STRIDE + (mi * KS + ks) * 32];
+                for (int mi = 0; mi < WMT; ++mi) {
+                    const int i = a_lane + (mi * KS + ks) * 32;
+                    a[mi] = l < A_SMEM_PLANES ? smem[l * A_PLANE + i] : __ldg(a_frag + l * A_PLANE + i);
+                }
 #if DIGITS
                 const unsigned (&b)[WNT][2] = bd[ks];
 #else
@@ -211,11 +271,16 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
 #pragma unroll
                     for (int mi = 0; mi < WMT; ++mi) mma_s8(pr[mi][ni], a[mi], b[ni][0], b[ni][1]);
             }
+#endif
             const float p = mod_p[l], ipu = mod_ipu[l], moff = mod_moff[l];
 #if !Q_FROM_LIMBS
             const double invp = crt_invp[l];
 #endif
+#if C1S_TABLE
+            const unsigned pi = mod_pc[2 * l], c1s = mod_pc[2 * l + 1];
+#else
             const unsigned pi = (unsigned)p, c1s = residue_c1s(p, moff);
+#endif
             double m[NLIMB];
 #pragma unroll
             for (int c = 0; c < NLIMB; ++c) m[c] = crt_m[l * NLIMB + c];

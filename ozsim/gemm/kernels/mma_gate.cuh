@@ -25,7 +25,9 @@
 #endif
 #define NC (THREADS / TPC)            // columns per tile
 #define NT (NC / 8)                   // n tiles of 8 columns
+#ifndef WGM  // (an including file may set it: crt_gate_mma.cu at d = 6, all 8 warps along m)
 #define WGM (MT < 4 ? MT : 4)         // warps along m
+#endif
 #define WGN (THREADS / 32 / WGM)      // warps along n
 #define WMT (MT / WGM)                // m tiles per warp
 #define WNT (NT / WGN)                // n tiles per warp

@@ -17,7 +17,7 @@ def prepare(matrix, host=None) -> PreparedCRTOperand:
 
 def apply_one_pass(psi, gate, positions, backend, T,  # pragma: no cover - GPU
                    check_finite=True):
-    """The GPU's one-pass scheme II gate, ``d <= 5`` (:mod:`ozsim.gemm.ozaki2.onepass`); native
+    """The GPU's one-pass scheme II gate, ``d <= 6`` (:mod:`ozsim.gemm.ozaki2.onepass`); native
     one-pass when ``int8-crt-auto`` finds no ``N <= 20`` (a fallback, as :func:`run`'s).
 
     Returns:

@@ -1,4 +1,4 @@
-"""One-pass gates by Ozaki scheme II on the GPU (``int8-crt{N}``, ``int8-crt-auto``), ``d <= 5``.
+"""One-pass gates by Ozaki scheme II on the GPU (``int8-crt{N}``, ``int8-crt-auto``), ``d <= 6``.
 
 Private; imported only when a CuPy state meets a gate of at most :data:`MAX_QUBITS` qubits. The
 GEMM path of a state-vector gate makes many passes over the state (a transposing copy, the
@@ -16,16 +16,19 @@ Two kernels:
   amplitude with N moduli and L digits of P: about ``2 N (NPIECE + 3 + 2 * 2**d)`` FP32 operations
   (residues and products) and ``2 N L`` FP64 multiply-adds (the CRT sums' digits; the quotient
   comes from them, ``crt_gate.cuh``, Q_FROM_LIMBS); the FP64 part is the larger one on an H100.
-- ``d = 3..5``: ``kernels/crt_gate_mma.cu`` on the INT8 tensor cores (``mma.sync`` m16n8k32), a
-  block per tile of 128 (``d = 3``), 64 (``d = 4``) or 32 (``d = 5``: four members a thread in
-  the split, :data:`_SPLIT_MEMBERS`) amplitude groups, A's residues as ready-made fragments
-  in shared memory (made once per gate and plan), one INT8 product per modulus, the CRT sums in
+- ``d = 3..6``: ``kernels/crt_gate_mma.cu`` on the INT8 tensor cores (``mma.sync`` m16n8k32), a
+  block per tile of 128 (``d = 3``), 64 (``d = 4``), 32 (``d = 5``: four members a thread in
+  the split, :data:`_SPLIT_MEMBERS`) or 16 (``d = 6``) amplitude groups, A's residues as
+  ready-made fragments in shared memory (made once per gate and plan; at ``d = 6`` paired, 12
+  KiB a modulus instead of 16, :func:`ozsim.gemm._mma_gate.paired_fragments`, 15 moduli in a
+  block's shared memory and any others read from global memory, one block an SM:
+  :data:`_PAIRED_QUBITS`), one INT8 product per modulus, the CRT sums in
   FP64 (``2 L`` multiply-adds an amplitude and modulus, each residue entering as ``256 + u``
   made by integer arithmetic, not the conversion unit; the quotient from the digit sums:
   ``crt_gate.cuh``, CRT_CVT and Q_FROM_LIMBS; the larger part of the work).
   B enters the products in one of two forms:
 
-  - ``d = 4, 5`` (and ``N > 16``): B's residues of every modulus, ``N`` INT8 planes, each made
+  - ``d = 4..6`` (and ``N > 16``): B's residues of every modulus, ``N`` INT8 planes, each made
     from 12-bit pieces of the scalar (``NPIECE + 4`` FP32 operations a scalar and modulus);
     ``8 N max(2**d, 16)`` INT8 operations an amplitude.
   - ``d = 3`` with ``N <= 16`` (:data:`DIGIT_QUBITS`): B's balanced byte digits, one plane for
@@ -36,16 +39,18 @@ Two kernels:
     modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
     the copy floor against 4.5x).
 
-Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 4.22x, 5.11x,
-5.63x the copy floor at d = 3, 4, 5 (B's pieces by integer shifts where ``gB <= 62``:
-``crt_gate.cuh``, INT_PIECES; the next tile's amplitudes loaded during the products), bound by
+Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 3.97x, 4.98x,
+5.57x, 7.41x the copy floor at d = 3, 4, 5, 6 (B's pieces by integer shifts where ``gB <= 62``,
+signed in the float's bits: ``crt_gate.cuh``, INT_PIECES and SIGNED_MAGIC; the next tile's
+amplitudes loaded during the products), bound by
 the per-amplitude arithmetic rather than by memory: Nsight Compute finds the issue slots 71-78%
 busy and no pipe above 45%, about 14 instructions a modulus and entry. The CRT sums took 4
 FP64 multiply-adds and a conversion an entry and modulus until the quotient came from the digit
 sums and each residue entered them as ``256 + u`` made in INT32 (``crt_gate.cuh``, Q_FROM_LIMBS,
 CRT_CVT, PRODUCT_START): 4.80x, 5.36x, 5.97x before, same bits. At d = 5 the GEMM path took the
-same gate padded to 7 qubits at 10.9x, with a second buffer; in one pass, fusion takes QV-30 in
-116 blocks of up to 5 qubits (``benchmarks/RESULTS.md`` section 3: 5.35 s end to end).
+same gate padded to 7 qubits at 10.9x, with a second buffer, and at d = 6 12.3x (9.2x padded to
+7 qubits, as a simulator did); in one pass, fusion takes QV-30 in 90 blocks of up to 6 qubits
+(``benchmarks/RESULTS.md`` section 3: 5.13 s end to end, against 5.35 s in 116 blocks of up to 5).
 """
 
 from __future__ import annotations
@@ -67,11 +72,17 @@ from .moduli import (LIMB_BITS, NORM_FRAC_BITS, crt_constants, offset_sum_start,
 __all__ = ["MAX_QUBITS", "apply"]
 
 #: Largest gate of the one-pass kernels (the tensor-core one keeps the CRT sums of 8 entries a
-#: thread: 8 (L + 1) doubles; at d = 5 with tiles of 32 columns, A's 15 planes 60 KiB).
-MAX_QUBITS = 5
+#: thread: 8 (L + 1) doubles; at d = 5 with tiles of 32 columns, A's 15 planes 60 KiB; at d = 6
+#: with tiles of 16, A's planes 12 KiB each as paired fragments, 15 of them in shared memory).
+MAX_QUBITS = 6
 #: Members a thread splits where ``crt_gate_mma.cu`` narrows ``mma_gate.cuh``'s default: its
 #: ``-DMPT`` and the tile shape of :func:`ozsim.gemm._mma_gate.tile`, from here alone.
-_SPLIT_MEMBERS = {5: 4}
+_SPLIT_MEMBERS = {5: 4, 6: 4}
+#: Gates whose A operand is in paired fragments (``crt_gate_mma.cu``, A_PAIRED), each warp one
+#: m tile (``-DWGM=8``), one block an SM: the 6-qubit embedding is 16 KiB a modulus.
+_PAIRED_QUBITS = frozenset({6})
+#: Shared memory a block of the 6-qubit kernel keeps for its static arrays (moff, column tables).
+_STATIC_SMEM = 2048
 #: Largest gate of the CUDA-core kernel (registers: 2 * 2**d * NPIECE pieces, 2**d (L + 1) sums).
 MAX_SCALAR_QUBITS = 2
 #: Bits of the pieces a state scalar's integer is cut into (``crt_gate.cuh``: below 8 pieces,
@@ -99,21 +110,45 @@ def _inverse_rounded_up(p: int) -> np.float32:
     return ip if Fraction(float(ip)) >= Fraction(1, p) else np.nextafter(ip, np.float32(1))
 
 
+def _c1s_table(moduli, offset) -> np.ndarray:
+    """``mod_pc`` of ``crt_gate.cuh`` (C1S_TABLE): per modulus ``p`` and ``residue_double``'s
+    ``c1s = (c1 << 12) + 0x40700000`` with ``c1 = OFF + 0x4B000000 p - 0x4B400000``, mod 2**32."""
+    out = []
+    for p, off in zip(moduli, offset):
+        c1 = (off + 0x4B000000 * p - 0x4B400000) % (1 << 32)
+        out += [p, ((c1 << 12) + 0x40700000) % (1 << 32)]
+    return np.array(out, dtype=np.uint32)
+
+
 def _digits(d: int, plan) -> bool:
     """Whether the tensor-core kernel takes B as byte digits (``crt_gate_mma.cu``, DIGITS)."""
     return d in DIGIT_QUBITS and plan.bits_b <= _DIGIT_MAX_BITS
 
 
+def _smem_planes(d: int, num_moduli: int) -> int:
+    """Moduli whose A fragments the tensor-core kernel keeps in shared memory (the rest it reads
+    from global memory, through L2): all of them at d <= 5; at d = 6 as many as this device's
+    per-block shared memory holds beside B's residues (15 on compute capability 9.0)."""
+    if d not in _PAIRED_QUBITS:
+        return num_moduli
+    nc, _, w = _mma_gate.tile(d, None, _SPLIT_MEMBERS.get(d))
+    limit = cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+    plane = _mma_gate.a_fragment_bytes(d, 1, paired=True)
+    return max(0, min(num_moduli, (limit - _STATIC_SMEM - 4 * num_moduli * nc * w) // plane))
+
+
 @functools.cache  # (the constant tables are uploaded once per module)
 def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool, device: int,
-            int_pieces: bool = False):
+            int_pieces: bool = False, smem_planes: int | None = None):
     const = crt_constants(num_moduli)
+    paired = (("-DA_PAIRED=1", "-DWGM=8", f"-DA_SMEM_PLANES={smem_planes}")
+              if d in _PAIRED_QUBITS else ())
     mod = raw_module(_MMA_SOURCE if d > MAX_SCALAR_QUBITS else _SOURCE, (
         "-std=c++17", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
         f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}", f"-DNPIECE={npieces}",
         f"-DDIGITS={int(digits)}", f"-DINT_PIECES={int(int_pieces)}",
         f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}")
-        + ((f"-DMPT={_SPLIT_MEMBERS[d]}",) if d in _SPLIT_MEMBERS else ()))
+        + ((f"-DMPT={_SPLIT_MEMBERS[d]}",) if d in _SPLIT_MEMBERS else ()) + paired)
     p = np.array(const.moduli, dtype=np.float32)
     w = np.array([[((1 << (_PIECE_BITS * i)) % m + m // 2) % m - m // 2 for i in range(npieces)]
                   for m in const.moduli], dtype=np.float32)  # symmetric 2**(12 i) mod p
@@ -123,6 +158,7 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
               "mod_moff": np.array([_MAGIC32 - o for o in offset], np.float32), "mod_w": w,
               "crt_invp": const.inv_p, "crt_m": const.limbs_M, "crt_big_p": const.limbs_P,
               "crt_start": offset_sum_start(num_moduli),
+              "mod_pc": _c1s_table(const.moduli, offset),
               "crt_qw": quotient_weights(num_moduli)}
     for name, host in tables.items():
         host = np.ascontiguousarray(host)
@@ -152,8 +188,9 @@ def apply(psi, prep, positions, plan, check_finite: bool = True) -> None:
     """
     d = len(positions)
     n_mod = plan.num_moduli
+    smem_planes = _smem_planes(d, n_mod) if d in _PAIRED_QUBITS else None
     mod = _module(d, n_mod, plan.rounding, _num_pieces(plan.bits_b), _digits(d, plan),
-                  cp.cuda.Device().id, plan.bits_b <= _DIGIT_MAX_BITS)
+                  cp.cuda.Device().id, plan.bits_b <= _DIGIT_MAX_BITS, smem_planes)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
     if d > MAX_SCALAR_QUBITS:
@@ -173,19 +210,23 @@ def _gate_residues(prep, plan):
     return res[:, :, :m, :k]
 
 
-def mma_fragments(prep, plan, digits: bool = False):
+def mma_fragments(prep, plan, digits: bool = False, paired: bool = False):
     """A's residues for ``plan`` as ``mma.sync`` A fragments, one plane per modulus
-    (:func:`ozsim.gemm._mma_gate.a_fragments`), made once per gate and plan.
+    (:func:`ozsim.gemm._mma_gate.a_fragments`; ``paired``: in 6 words a lane per pair of k
+    steps, :func:`ozsim.gemm._mma_gate.paired_fragments`), made once per gate and plan.
 
     ``digits``: for B as byte digits (``k = 8 kk + i``), the embedding's column ``kk`` times
     ``2**(8 i) mod p``, reduced to ``[-(p // 2), (p - 1) // 2]``: ``KD = 16 K`` columns (the
     INT32 sums stay below ``16 K 128**2 = 2**21`` at ``d = 3``)."""
     cache = prep.__dict__.setdefault("_mma_fragments", {})
-    key = (plan.bits_a, plan.num_moduli, plan.rounding, digits)
+    key = (plan.bits_a, plan.num_moduli, plan.rounding, digits, paired)
     frags = cache.get(key)
     if frags is None:
         res = _gate_residues(prep, plan)  # (N, [Ar, Ai], m, k)
-        if not digits:
+        if paired:
+            frags = cache[key] = _mma_gate.paired_fragments(
+                _mma_gate.a_fragments(res[:, 0], res[:, 1]))
+        elif not digits:
             frags = cache[key] = _mma_gate.a_fragments(res[:, 0], res[:, 1])
         else:
             ar, ai = res[:, 0].astype(cp.int64), res[:, 1].astype(cp.int64)
@@ -211,13 +252,16 @@ def _apply_mma(mod, psi, prep, positions, plan, groups, flag):
     kd = (2 << d) * _DIGITS if digits else None
     nc, _, w = _mma_gate.tile(d, kd, _SPLIT_MEMBERS.get(d))
     n_mod = plan.num_moduli
-    frags = mma_fragments(prep, plan, digits)
+    paired = d in _PAIRED_QUBITS
+    frags = mma_fragments(prep, plan, digits, paired)
     fa = cp.ascontiguousarray(prep.norm_exponents, dtype=cp.int32)
     kernel = mod.get_function("crt_gate_mma")
-    smem = _mma_gate.a_fragment_bytes(d, n_mod, kd) + 4 * (1 if digits else n_mod) * nc * w
+    a_planes = _smem_planes(d, n_mod) if paired else n_mod
+    smem = (_mma_gate.a_fragment_bytes(d, a_planes, kd, paired)
+            + 4 * (1 if digits else n_mod) * nc * w)
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
-    blocks = int(max(1, min(-(-groups // nc), 8 * _sms())))
+    blocks = int(max(1, min(-(-groups // nc), (1 if paired else 8) * _sms())))  # (d = 6: A once an SM)
     kernel((blocks,), (_mma_gate.THREADS,),
            (psi, np.int64(groups), *_positions(positions), frags, fa, np.int32(plan.bits_b),
             np.int32(plan.bits_a + plan.bits_b), flag), shared_mem=smem)
