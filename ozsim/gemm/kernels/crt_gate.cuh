@@ -40,6 +40,9 @@ __constant__ float a_res[NMOD * 2 * K * K];  // [modulus][Ar, Ai][row][k], weigh
 __constant__ float mod_p[NMOD], mod_ip[NMOD], mod_ipu[NMOD], mod_moff[NMOD], mod_w[NMOD * NPIECE];
 // per modulus: p and residue_double's c1s for PRODUCT_START = 0x4B400000, as integers (C1S_TABLE)
 __constant__ unsigned mod_pc[2 * NMOD];
+// rows 0..15 (moduli; zero past NMOD): the INT8 weights 2**(8 i) mod p (symmetric) of the byte
+// digits i = 0..3, 4..7 as two words (crt_gate_mma.cu, TC_SPLIT)
+__constant__ unsigned mod_wd[32];
 __constant__ double crt_invp[NMOD], crt_m[NMOD * NLIMB], crt_big_p[NLIMB];
 // the CRT sums' starting values where each residue enters as 256 + u (residue_double):
 // -256 sum_p fl(1/p) (rounded; only rint of the quotient estimate is used), then

@@ -10,7 +10,8 @@
 //      rnd(ldexp(x, gB - f)) in NPIECE pieces of 12 bits (crt_gate.cuh), and per modulus p its
 //      residue sum_i h_i (2**(12 i) mod p) less rint(. fl32(1/p)) p, in [-128, 128] and taken
 //      as a byte (residue_magic: any representative serves, the products are reduced mod p), one
-//      INT8 plane per modulus in shared memory;
+//      INT8 plane per modulus in shared memory; at d >= 4 with N <= 16 (TC_SPLIT, below) the same
+//      symmetric residues from v's 8 balanced bytes by INT8 products on the tensor cores;
 //   2. per modulus, one mma product of the real embedding of A's residues and B's plane (|sum|
 //      <= 2 K 128**2 <= 2**19: exact), u = Re, Im mod p in [0, p) (residue_double, exact): the
 //      unique residues of q_p C' that the GEMM path's Karatsuba products reduce to as well;
@@ -28,8 +29,11 @@
 // of k steps ks and ks + KS / 2 from 6 words a lane, not 8: the second is (-y, x, -w, z) of the
 // first's (x, y, z, w), the embedding's -Ai and Ar; ozsim.gemm._mma_gate.paired_fragments) and
 // -DA_SMEM_PLANES=n (A's first n moduli in shared memory, the others read from global memory,
-// L2: at d = 6 the shared memory holds 15 of them). Shared memory (dynamic): A's fragments,
-// A_SMEM_PLANES * A_PLANE * 16 bytes, and B's residues, NMOD * NC * W * 4 bytes.
+// L2: at d = 6 the shared memory holds 15 of them); -DPLANE_PAD=4 (ozsim.gemm.ozaki2.onepass,
+// _PLANE_PAD). Each measured option (TC_SPLIT, MEMBER_MAP, PLANE_PAD, MOD_UNROLL, PREFETCH,
+// MIN_BLOCKS, GROUP_SYNC; crt_gate.cuh's CRT_CVT, Q_FROM_LIMBS, SIGNED_MAGIC, C1S_TABLE) says
+// what it measured where it is defined. Shared memory (dynamic): A's fragments, A_SMEM_PLANES *
+// A_PLANE * 16 bytes, and B's residues, NMOD * (NC * W + PLANE_PAD) * 4 bytes.
 
 #include "crt_gate.cuh"
 #ifndef DIGITS
@@ -38,10 +42,47 @@
 #if DIGITS  // B's byte digits, k = 8 kk + i (one plane for every modulus)
 #define KD (16 * K)
 #endif
+// TC_SPLIT: B's residues on the tensor cores (d >= 4, N <= 16, integer pieces): each lane takes
+// one scalar a round, its integer v as 8 balanced bytes b_i (the lo, hi words of v + 0x80..80,
+// top bits flipped, as DIGITS makes them), and four m16n8k32 products with the constant A_t =
+// [W rows: moduli][k: 4t..4t+3 = b_0..b_3, 16+4t..16+4t+3 = b_4..b_7, zero elsewhere], W[l][i]
+// = 2**(8 i) mod p_l (symmetric), take the bytes of lanes with t = lane % 4 only: R = sum_i b_i
+// W[l][i] = v mod p_l, |R| <= 8 128**2 = 2**17, from an accumulator started at 0x4B400000 (the
+// float 1.5 * 2**23 + R), reduced as residue_magic does (the same symmetric residue, so the same
+// bytes: same products, same bits). Lane (g, t) gets moduli g and g + 8 of the scalars of lanes
+// 8 t + 0..7: with the members interleaved (thread sq takes members i TPC + sq), four bytes of
+// consecutive members of one column, a word of B's plane. About 90 instructions a scalar
+// instead of 200 (pieces, NPIECE + 4 FP32 operations a modulus). H200, N = 30, 15 moduli, with
+// PLANE_PAD = 4, two machines (without the padding: 4.52-4.63x, 5.15-5.41x, level at 6):
+// 4.87-4.94x -> 4.36-4.52x the copy floor at d = 4; 5.31-5.61x -> 5.04-5.60x at 5 (level with
+// the targets spread, 4-5% with them lowest); 7.01-7.46x -> 6.72-7.31x at 6; same bits.
+#ifndef TC_SPLIT
+#define TC_SPLIT (!DIGITS && INT_PIECES && NMOD <= 16 && GATE_QUBITS >= 4)
+#endif
+#if TC_SPLIT
+#ifndef MEMBER_MAP  // which members a thread takes (4 lanes hold 4 consecutive members a round):
+// (0) thread sq member i TPC + sq, (1) 4 i + sq % 4 in block sq / 4 of 4 MPT members: H200, N =
+// 30, 15 moduli, 1 against 0 level at d = 4 and 5 (4.41-4.50x / 4.44-4.52x the floor at 4),
+// slower at 6 (7.18-7.63x against 6.84-7.31x)
+#define MEMBER_MAP 0
+#endif
+#if MEMBER_MAP
+#define FETCH_MEMBER(sq, i) (((sq) & ~3) * MPT + 4 * (i) + ((sq) & 3))
+#else
+#define FETCH_MEMBER(sq, i) ((i) * TPC + (sq))
+#endif
+#endif
+#ifndef PLANE_PAD  // words between B's residue planes beyond NC W: 4 spreads TC_SPLIT's stores
+#define PLANE_PAD 0  // of the 8 lanes' rows g over 8 bank quads (4-way conflicts, not 8-way)
+#endif
 #ifndef GROUP_SYNC  // group barriers (group_sync.cuh) at d = 3 only, where a warp's columns
 #define GROUP_SYNC (D == 3)  // are its own: H200, N = 30, 5.08 -> 4.89x the copy floor; the pair
 #endif  // and warpgroup barriers of d = 4, 5 measured slower (5.6 -> 6.3x, 6.17 -> 6.28x)
 #include "mma_gate.cuh"
+#define PS (NC * W + PLANE_PAD)  // words a plane of B's residues
+#if TC_SPLIT && (TPC < 4 || NMOD > 16 || DIGITS)
+#error "TC_SPLIT: d >= 4 (4 threads a column at least), N <= 16, B's residues"
+#endif
 
 #ifndef A_PAIRED
 #define A_PAIRED 0
@@ -112,7 +153,26 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
     const int scol = tid / TPC, sq = tid % TPC;  // the split's column and place in it
     const int wm = warp % WGM, wn = warp / WGM;  // the warp's place in the output tile
     const int g = lane >> 2, tq = lane & 3;      // mma fragment coordinates
+#if TC_SPLIT
+    // A_t of the residue products (TC_SPLIT): lane (g, tq)'s fragment, W's rows g and g + 8 where
+    // t = tq, else zeros; and this lane's moduli g, g + 8 (rows past NMOD: no store)
+    __shared__ uint4 tc_a[4][32];
+    if (warp == 0)
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+            tc_a[t][lane] = t == tq ? make_uint4(mod_wd[2 * g], mod_wd[2 * g + 16], mod_wd[2 * g + 1],
+                                                 mod_wd[2 * g + 17])
+                                    : make_uint4(0u, 0u, 0u, 0u);
+    const int row1 = g + 8 < NMOD ? g + 8 : NMOD - 1;
+    const float rp0 = mod_p[g < NMOD ? g : NMOD - 1], rip0 = mod_ip[g < NMOD ? g : NMOD - 1];
+    const float rp1 = mod_p[row1], rip1 = mod_ip[row1];
+    // the words this lane stores: columns of lanes 8 tq + 0 and 8 tq + 4, their first members
+    const int src0 = warp * 32 + 8 * tq, src1 = src0 + 4;
+    const int col0 = src0 / TPC, sq0 = src0 % TPC, col1 = src1 / TPC, sq1 = src1 % TPC;
+#endif
+#if !A_PAIRED
     const int a_lane = wm * WMT * KS * 32 + lane;
+#endif
     const unsigned b_lane = ldmatrix_lane(b_res, wn, lane);
     const long long tiles = (groups + NC - 1) / NC;
     __syncthreads();
@@ -154,6 +214,46 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                     *reinterpret_cast<uint2*>(b_res + scol * W + 2 * (part * K + sq * MPT + i)) =
                         make_uint2((unsigned)w ^ 0x80808080u, (unsigned)(w >> 32) ^ 0x80808080u);
                 }
+#elif TC_SPLIT
+#pragma unroll
+            for (int part = 0; part < 2; ++part) {
+#pragma unroll
+                for (int i = 0; i < MPT; ++i) {
+                    const double y = scale2(part ? x[i].y : x[i].x, gb - f);
+                    const long long v = ROUND ? __double2ll_rn(y) : __double2ll_rz(y);
+                    const unsigned long long bw = (unsigned long long)v + 0x8080808080808080ull;
+                    const unsigned lo = (unsigned)bw ^ 0x80808080u, hi = (unsigned)(bw >> 32) ^ 0x80808080u;
+                    int c[4][4];
+#pragma unroll
+                    for (int t = 0; t < 4; ++t) {
+                        c[t][0] = c[t][1] = c[t][2] = c[t][3] = 0x4B400000;
+                        mma_s8(c[t], tc_a[t][lane], lo, hi);
+                    }
+                    unsigned wd[4];
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {  // (row g, col 2 tq), (g, 2 tq + 1), (g + 8, ..)
+                        const float rp = e < 2 ? rp0 : rp1, rip = e < 2 ? rip0 : rip1;
+                        float r[4];
+#pragma unroll
+                        for (int t = 0; t < 4; ++t) {
+                            const float xr = __int_as_float(c[t][e]);
+                            const float q = fmaf(xr - RMAGIC32, rip, RMAGIC32) - RMAGIC32;
+                            r[t] = fmaf(-q, rp, xr);
+                        }
+                        wd[e] = pack_low_bytes(r[0], r[1], r[2], r[3]);
+                    }
+                    const int w0 = col0 * W + (part * K + FETCH_MEMBER(sq0, i)) / 4;
+                    const int w1 = col1 * W + (part * K + FETCH_MEMBER(sq1, i)) / 4;
+                    if (g < NMOD) {
+                        b_res[g * PS + w0] = wd[0];
+                        b_res[g * PS + w1] = wd[1];
+                    }
+                    if (g + 8 < NMOD) {
+                        b_res[(g + 8) * PS + w0] = wd[2];
+                        b_res[(g + 8) * PS + w1] = wd[3];
+                    }
+                }
+            }
 #else
 #pragma unroll
             for (int part = 0; part < 2; ++part) {
@@ -166,7 +266,7 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                     unsigned* dst = b_res + scol * W + (part * K + sq * MPT + i0) / 4;
 #pragma unroll kSplitUnroll
                     for (int l = 0; l < NMOD; ++l)
-                        dst[l * NC * W] = pack_low_bytes(residue_magic(h[0], l), residue_magic(h[1], l),
+                        dst[l * PS] = pack_low_bytes(residue_magic(h[0], l), residue_magic(h[1], l),
                                                          residue_magic(h[2], l), residue_magic(h[3], l));
                 }
             }
@@ -235,9 +335,9 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                 unsigned b[WNT][2], b2[WNT][2];
 #pragma unroll
                 for (int ni = 0; ni < WNT; ni += 2) {
-                    ldmatrix_x4(b_lane + (unsigned)(l * NC * W * 4 + kh * 32 + ni * 8 * W * 4),
+                    ldmatrix_x4(b_lane + (unsigned)(l * PS * 4 + kh * 32 + ni * 8 * W * 4),
                                 b[ni][0], b[ni][1], b[ni + 1][0], b[ni + 1][1]);
-                    ldmatrix_x4(b_lane + (unsigned)(l * NC * W * 4 + (kh + KSH) * 32 + ni * 8 * W * 4),
+                    ldmatrix_x4(b_lane + (unsigned)(l * PS * 4 + (kh + KSH) * 32 + ni * 8 * W * 4),
                                 b2[ni][0], b2[ni][1], b2[ni + 1][0], b2[ni + 1][1]);
                 }
 #pragma unroll
@@ -263,7 +363,7 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                 unsigned b[WNT][2];
 #pragma unroll
                 for (int ni = 0; ni < WNT; ni += 2)
-                    ldmatrix_x4(b_lane + (unsigned)(l * NC * W * 4 + ks * 32 + ni * 8 * W * 4),
+                    ldmatrix_x4(b_lane + (unsigned)(l * PS * 4 + ks * 32 + ni * 8 * W * 4),
                                 b[ni][0], b[ni][1], b[ni + 1][0], b[ni + 1][1]);
 #endif
 #pragma unroll

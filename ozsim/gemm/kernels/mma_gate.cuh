@@ -63,6 +63,10 @@ __device__ __forceinline__ void mma_s8(int (&c)[4], const uint4& a, unsigned b0,
         : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
 }
 
+#ifndef FETCH_MEMBER  // member i of a thread (sq: its place among the column's TPC threads): its
+#define FETCH_MEMBER(sq, i) ((sq) * MPT + (i))  // MPT consecutive members (an including file may
+#endif                                           // interleave them: crt_gate_mma.cu, TC_SPLIT)
+
 // The thread's MPT members of column gc of the tile (sq: its place among the column's TPC
 // threads; absent columns past the last group read as zeros): the loads only, so that a tile's
 // loads can be issued before the previous tile's products (PREFETCH).
@@ -74,7 +78,7 @@ __device__ __forceinline__ void fetch(const double2* __restrict__ psi, long long
     base = live ? group_base(gc, sorted) : -1;
 #pragma unroll
     for (int i = 0; i < MPT; ++i)
-        x[i] = live ? psi[base + moff[sq * MPT + i]] : make_double2(0.0, 0.0);
+        x[i] = live ? psi[base + moff[FETCH_MEMBER(sq, i)]] : make_double2(0.0, 0.0);
 }
 
 // The column's exponent e (frexp of its largest |Re|, |Im|; 0 for a zero column) and whether

@@ -28,9 +28,13 @@ Two kernels:
   ``crt_gate.cuh``, CRT_CVT and Q_FROM_LIMBS; the larger part of the work).
   B enters the products in one of two forms:
 
-  - ``d = 4..6`` (and ``N > 16``): B's residues of every modulus, ``N`` INT8 planes, each made
-    from 12-bit pieces of the scalar (``NPIECE + 4`` FP32 operations a scalar and modulus);
-    ``8 N max(2**d, 16)`` INT8 operations an amplitude.
+  - ``d = 4..6`` (and ``N > 16``): B's residues of every modulus, ``N`` INT8 planes. For ``N <=
+    16`` with integer pieces they come from the INT8 tensor cores too (``TC_SPLIT``): each
+    scalar's 8 balanced bytes times the weights ``2**(8 i) mod p`` of all moduli, four
+    ``m16n8k32`` products for 32 scalars, one FP32 reduction a scalar and modulus (about 90
+    instructions a scalar instead of 200); else each made from 12-bit pieces of the scalar
+    (``NPIECE + 4`` FP32 operations a scalar and modulus). ``8 N max(2**d, 16)`` INT8
+    operations an amplitude in the products.
   - ``d = 3`` with ``N <= 16`` (:data:`DIGIT_QUBITS`): B's balanced byte digits, one plane for
     every modulus (a conversion to INT64 and two logic operations a scalar), and A's embedding
     column ``kk`` widened to ``8`` columns ``A[:, kk] 2**(8 i) mod p``: the products compute
@@ -39,10 +43,9 @@ Two kernels:
     modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
     the copy floor against 4.5x).
 
-Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 3.97x, 4.98x,
-5.57x, 7.41x the copy floor at d = 3, 4, 5, 6 (B's pieces by integer shifts where ``gB <= 62``,
-signed in the float's bits: ``crt_gate.cuh``, INT_PIECES and SIGNED_MAGIC; the next tile's
-amplitudes loaded during the products), bound by
+Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 3.97x, 4.53x,
+5.62x, 7.24x the copy floor at d = 3, 4, 5, 6 (B's residues on the tensor cores at d = 4..6; the
+next tile's amplitudes loaded during the products), bound by
 the per-amplitude arithmetic rather than by memory: Nsight Compute finds the issue slots 71-78%
 busy and no pipe above 45%, about 14 instructions a modulus and entry. The CRT sums took 4
 FP64 multiply-adds and a conversion an entry and modulus until the quotient came from the digit
@@ -50,7 +53,7 @@ sums and each residue entered them as ``256 + u`` made in INT32 (``crt_gate.cuh`
 CRT_CVT, PRODUCT_START): 4.80x, 5.36x, 5.97x before, same bits. At d = 5 the GEMM path took the
 same gate padded to 7 qubits at 10.9x, with a second buffer, and at d = 6 12.3x (9.2x padded to
 7 qubits, as a simulator did); in one pass, fusion takes QV-30 in 90 blocks of up to 6 qubits
-(``benchmarks/RESULTS.md`` section 3: 5.13 s end to end, against 5.35 s in 116 blocks of up to 5).
+(``benchmarks/RESULTS.md`` section 3: 5.02 s end to end, against 5.35 s in 116 blocks of up to 5).
 """
 
 from __future__ import annotations
@@ -81,8 +84,12 @@ _SPLIT_MEMBERS = {5: 4, 6: 4}
 #: Gates whose A operand is in paired fragments (``crt_gate_mma.cu``, A_PAIRED), each warp one
 #: m tile (``-DWGM=8``), one block an SM: the 6-qubit embedding is 16 KiB a modulus.
 _PAIRED_QUBITS = frozenset({6})
-#: Shared memory a block of the 6-qubit kernel keeps for its static arrays (moff, column tables).
-_STATIC_SMEM = 2048
+#: Shared memory a block of the 6-qubit kernel keeps for its static arrays (moff, column tables,
+#: the residue products' A fragments).
+_STATIC_SMEM = 4096
+#: Words between B's residue planes beyond a plane's own (``crt_gate_mma.cu``, PLANE_PAD: the
+#: residue products' stores spread over the banks; 3-4% at d = 4..6 on an H200).
+_PLANE_PAD = 4
 #: Largest gate of the CUDA-core kernel (registers: 2 * 2**d * NPIECE pieces, 2**d (L + 1) sums).
 MAX_SCALAR_QUBITS = 2
 #: Bits of the pieces a state scalar's integer is cut into (``crt_gate.cuh``: below 8 pieces,
@@ -120,6 +127,16 @@ def _c1s_table(moduli, offset) -> np.ndarray:
     return np.array(out, dtype=np.uint32)
 
 
+def _byte_weights(moduli) -> np.ndarray:
+    """``mod_wd`` of ``crt_gate.cuh`` (TC_SPLIT): for rows 0..15 (moduli; zeros past the last)
+    the INT8 weights ``2**(8 i) mod p`` reduced to ``[-(p // 2), (p - 1) // 2]``, i = 0..7, as
+    two little-endian words."""
+    w = np.zeros((16, 8), dtype=np.int8)
+    for r, p in enumerate(moduli[:16]):
+        w[r] = [((1 << (8 * i)) % p + p // 2) % p - p // 2 for i in range(8)]
+    return w.view(np.uint32).reshape(-1)
+
+
 def _digits(d: int, plan) -> bool:
     """Whether the tensor-core kernel takes B as byte digits (``crt_gate_mma.cu``, DIGITS)."""
     return d in DIGIT_QUBITS and plan.bits_b <= _DIGIT_MAX_BITS
@@ -134,7 +151,8 @@ def _smem_planes(d: int, num_moduli: int) -> int:
     nc, _, w = _mma_gate.tile(d, None, _SPLIT_MEMBERS.get(d))
     limit = cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
     plane = _mma_gate.a_fragment_bytes(d, 1, paired=True)
-    return max(0, min(num_moduli, (limit - _STATIC_SMEM - 4 * num_moduli * nc * w) // plane))
+    b_bytes = 4 * num_moduli * (nc * w + _PLANE_PAD)
+    return max(0, min(num_moduli, (limit - _STATIC_SMEM - b_bytes) // plane))
 
 
 @functools.cache  # (the constant tables are uploaded once per module)
@@ -142,7 +160,7 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
             int_pieces: bool = False, smem_planes: int | None = None):
     const = crt_constants(num_moduli)
     paired = (("-DA_PAIRED=1", "-DWGM=8", f"-DA_SMEM_PLANES={smem_planes}")
-              if d in _PAIRED_QUBITS else ())
+              if d in _PAIRED_QUBITS else ()) + (f"-DPLANE_PAD={_PLANE_PAD}",)
     mod = raw_module(_MMA_SOURCE if d > MAX_SCALAR_QUBITS else _SOURCE, (
         "-std=c++17", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
         f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}", f"-DNPIECE={npieces}",
@@ -159,6 +177,7 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
               "crt_invp": const.inv_p, "crt_m": const.limbs_M, "crt_big_p": const.limbs_P,
               "crt_start": offset_sum_start(num_moduli),
               "mod_pc": _c1s_table(const.moduli, offset),
+              "mod_wd": _byte_weights(const.moduli),
               "crt_qw": quotient_weights(num_moduli)}
     for name, host in tables.items():
         host = np.ascontiguousarray(host)
@@ -258,7 +277,7 @@ def _apply_mma(mod, psi, prep, positions, plan, groups, flag):
     kernel = mod.get_function("crt_gate_mma")
     a_planes = _smem_planes(d, n_mod) if paired else n_mod
     smem = (_mma_gate.a_fragment_bytes(d, a_planes, kd, paired)
-            + 4 * (1 if digits else n_mod) * nc * w)
+            + 4 * (1 if digits else n_mod) * (nc * w + _PLANE_PAD))
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
     blocks = int(max(1, min(-(-groups // nc), (1 if paired else 8) * _sms())))  # (d = 6: A once an SM)
