@@ -163,7 +163,8 @@ class Scheme:
 # cores); on an H200 5.2, 6.5, 7.0 at d = 3, 4, 5 (d = 5 scaled into the H100 column by 7.0 /
 # 6.5), and at d = 6 (paired A fragments, one block an SM, 2026-11-27) 7.0-7.3 against 5.3-5.5
 # at d = 5 (the GEMM path took 12.1-12.4, the gate padded to 7 qubits 9.2); with B's residues on
-# the tensor cores (TC_SPLIT) 4.53, 5.62, 7.24 at d = 4, 5, 6 (scaled by 4.9 / 5.6: 4.0, 6.3). Both
+# the tensor cores (TC_SPLIT) 4.53, 5.62 at d = 4, 5 and, with 16 warps a block, 6.2-6.8 at 6
+# (scaled by 4.9 / 5.6: 4.0, 5.7). Both
 # apply 1- and 2-qubit gates as 3-qubit ones (pad_gates: their CUDA-core kernels took 3.1 / 4.8
 # and 16.5 / 6.5 there), so d = 1, 2 cost what d = 3 does.
 SCHEMES: tuple[Scheme, ...] = (
@@ -216,7 +217,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=6,
-                                one_pass_passes=(3.7, 3.7, 3.7, 4.0, 4.9, 6.3))},
+                                one_pass_passes=(3.7, 3.7, 3.7, 4.0, 4.9, 5.7))},
         accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
                  "T = 0: norm-wise error bound no larger than FP64's",
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",

@@ -20,9 +20,10 @@ Two kernels:
   block per tile of 128 (``d = 3``), 64 (``d = 4``), 32 (``d = 5``: four members a thread in
   the split, :data:`_SPLIT_MEMBERS`) or 16 (``d = 6``) amplitude groups, A's residues as
   ready-made fragments in shared memory (made once per gate and plan; at ``d = 6`` paired, 12
-  KiB a modulus instead of 16, :func:`ozsim.gemm._mma_gate.paired_fragments`, 15 moduli in a
-  block's shared memory and any others read from global memory, one block an SM:
-  :data:`_PAIRED_QUBITS`), one INT8 product per modulus, the CRT sums in
+  KiB a modulus instead of 16, :func:`ozsim.gemm._mma_gate.paired_fragments`, as many moduli
+  in a block's shared memory as fit beside B's residues (12 of 15 on an H100 or H200) and the
+  others read from global memory, one block of 16 warps an SM: :data:`_PAIRED_QUBITS`,
+  :data:`_BLOCK_THREADS`), one INT8 product per modulus, the CRT sums in
   FP64 (``2 L`` multiply-adds an amplitude and modulus, each residue entering as ``256 + u``
   made by integer arithmetic, not the conversion unit; the quotient from the digit sums:
   ``crt_gate.cuh``, CRT_CVT and Q_FROM_LIMBS; the larger part of the work).
@@ -43,8 +44,8 @@ Two kernels:
     modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
     the copy floor against 4.5x).
 
-Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 3.97x, 4.53x,
-5.62x, 7.24x the copy floor at d = 3, 4, 5, 6 (B's residues on the tensor cores at d = 4..6; the
+Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 3.96x, 4.54x,
+5.61x, 6.77x the copy floor at d = 3, 4, 5, 6 (B's residues on the tensor cores at d = 4..6; the
 next tile's amplitudes loaded during the products), bound by
 the per-amplitude arithmetic rather than by memory: Nsight Compute finds the issue slots 71-78%
 busy and no pipe above 45%, about 14 instructions a modulus and entry. The CRT sums took 4
@@ -53,7 +54,7 @@ sums and each residue entered them as ``256 + u`` made in INT32 (``crt_gate.cuh`
 CRT_CVT, PRODUCT_START): 4.80x, 5.36x, 5.97x before, same bits. At d = 5 the GEMM path took the
 same gate padded to 7 qubits at 10.9x, with a second buffer, and at d = 6 12.3x (9.2x padded to
 7 qubits, as a simulator did); in one pass, fusion takes QV-30 in 90 blocks of up to 6 qubits
-(``benchmarks/RESULTS.md`` section 3: 5.02 s end to end, against 5.35 s in 116 blocks of up to 5).
+(``benchmarks/RESULTS.md`` section 3: 4.62 s end to end, against 5.35 s in 116 blocks of up to 5).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ __all__ = ["MAX_QUBITS", "apply"]
 
 #: Largest gate of the one-pass kernels (the tensor-core one keeps the CRT sums of 8 entries a
 #: thread: 8 (L + 1) doubles; at d = 5 with tiles of 32 columns, A's 15 planes 60 KiB; at d = 6
-#: with tiles of 16, A's planes 12 KiB each as paired fragments, 15 of them in shared memory).
+#: with tiles of 32 and 512 threads, A's planes 12 KiB each as paired fragments, 12 of them in
+#: shared memory beside B's 15 planes of residues).
 MAX_QUBITS = 6
 #: Members a thread splits where ``crt_gate_mma.cu`` narrows ``mma_gate.cuh``'s default: its
 #: ``-DMPT`` and the tile shape of :func:`ozsim.gemm._mma_gate.tile`, from here alone.
@@ -87,6 +89,12 @@ _PAIRED_QUBITS = frozenset({6})
 #: Shared memory a block of the 6-qubit kernel keeps for its static arrays (moff, column tables,
 #: the residue products' A fragments).
 _STATIC_SMEM = 4096
+#: Threads a block where the tensor-core kernel takes other than ``_mma_gate.THREADS`` (its
+#: ``-DTHREADS``; the tile is ``threads / TPC`` columns). At d = 6 one block an SM of 16 warps,
+#: not 8, tiles of 32 columns, A's first 12 moduli in shared memory (H200, N = 30, 15 moduli:
+#: 6.74-7.23x -> 6.16-6.75x the copy floor, same bits; 128 registers a thread, 120 bytes of
+#: spills). At d = 4, 5 the 64 registers of two such blocks an SM are far too few (2.4x slower).
+_BLOCK_THREADS: dict[int, int] = {6: 512}
 #: Words between B's residue planes beyond a plane's own (``crt_gate_mma.cu``, PLANE_PAD: the
 #: residue products' stores spread over the banks; 3-4% at d = 4..6 on an H200).
 _PLANE_PAD = 4
@@ -148,11 +156,16 @@ def _smem_planes(d: int, num_moduli: int) -> int:
     per-block shared memory holds beside B's residues (15 on compute capability 9.0)."""
     if d not in _PAIRED_QUBITS:
         return num_moduli
-    nc, _, w = _mma_gate.tile(d, None, _SPLIT_MEMBERS.get(d))
+    nc, _, w = _mma_gate.tile(d, None, _SPLIT_MEMBERS.get(d), _threads(d))
     limit = cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
     plane = _mma_gate.a_fragment_bytes(d, 1, paired=True)
     b_bytes = 4 * num_moduli * (nc * w + _PLANE_PAD)
     return max(0, min(num_moduli, (limit - _STATIC_SMEM - b_bytes) // plane))
+
+
+def _threads(d: int) -> int:
+    """Threads a block of the tensor-core kernel for a d-qubit gate."""
+    return _BLOCK_THREADS.get(d, _mma_gate.THREADS)
 
 
 @functools.cache  # (the constant tables are uploaded once per module)
@@ -160,7 +173,8 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
             int_pieces: bool = False, smem_planes: int | None = None):
     const = crt_constants(num_moduli)
     paired = (("-DA_PAIRED=1", "-DWGM=8", f"-DA_SMEM_PLANES={smem_planes}")
-              if d in _PAIRED_QUBITS else ()) + (f"-DPLANE_PAD={_PLANE_PAD}",)
+              if d in _PAIRED_QUBITS else ()) + (f"-DPLANE_PAD={_PLANE_PAD}",
+                                                 f"-DTHREADS={_threads(d)}")
     mod = raw_module(_MMA_SOURCE if d > MAX_SCALAR_QUBITS else _SOURCE, (
         "-std=c++17", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
         f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}", f"-DNPIECE={npieces}",
@@ -269,7 +283,8 @@ def _apply_mma(mod, psi, prep, positions, plan, groups, flag):
     d = len(positions)
     digits = _digits(d, plan)
     kd = (2 << d) * _DIGITS if digits else None
-    nc, _, w = _mma_gate.tile(d, kd, _SPLIT_MEMBERS.get(d))
+    threads = _threads(d)
+    nc, _, w = _mma_gate.tile(d, kd, _SPLIT_MEMBERS.get(d), threads)
     n_mod = plan.num_moduli
     paired = d in _PAIRED_QUBITS
     frags = mma_fragments(prep, plan, digits, paired)
@@ -281,7 +296,7 @@ def _apply_mma(mod, psi, prep, positions, plan, groups, flag):
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
     blocks = int(max(1, min(-(-groups // nc), (1 if paired else 8) * _sms())))  # (d = 6: A once an SM)
-    kernel((blocks,), (_mma_gate.THREADS,),
+    kernel((blocks,), (threads,),
            (psi, np.int64(groups), *_positions(positions), frags, fa, np.int32(plan.bits_b),
             np.int32(plan.bits_a + plan.bits_b), flag), shared_mem=smem)
 
