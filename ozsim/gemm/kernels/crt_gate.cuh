@@ -106,6 +106,24 @@ __device__ __forceinline__ void scalar_pieces(double y, float (&h)[NPIECE])
     h[0] = (float)v;
 }
 
+// RMAGIC32 + r for acc = RMAGIC32 + s (an integer |s| < 2**22, exact) and r = s - p rint(s ip),
+// ip = fl32(1/p): the symmetric residue of s mod p (below)
+__device__ __forceinline__ float reduce_magic(float acc, float p, float ip)
+{
+    const float q = fmaf(acc - RMAGIC32, ip, RMAGIC32) - RMAGIC32;
+    return fmaf(-q, p, acc);
+}
+
+// The balanced bytes b_i of an integer |v| <= 2**62 (sum_i b_i 2**(8 i) = v, b_i in [-128, 127])
+// as two INT8x4 words: byte i of v + 0x80..80 less 128, which as an INT8 is that byte with its top
+// bit flipped
+__device__ __forceinline__ void balanced_bytes(long long v, unsigned& lo, unsigned& hi)
+{
+    const unsigned long long w = (unsigned long long)v + 0x8080808080808080ull;
+    lo = (unsigned)w ^ 0x80808080u;
+    hi = (unsigned)(w >> 32) ^ 0x80808080u;
+}
+
 // RMAGIC32 + r with r = sum_i h_i w_i - p rint(sum_i h_i w_i fl32(1/p)) for modulus l: every
 // partial sum is an integer s with |s| < 2**22, so RMAGIC32 + s is exact; fl32(1/p) is within
 // 2**-24 relative, so with |s / p| < 2**22 / 173 (p >= 173) s fl32(1/p) is within 0.0015 of s / p,
@@ -117,8 +135,7 @@ __device__ __forceinline__ float residue_magic(const float (&h)[NPIECE], int l)
     float acc = RMAGIC32;
 #pragma unroll
     for (int i = 0; i < NPIECE; ++i) acc = fmaf(h[i], mod_w[l * NPIECE + i], acc);
-    const float q = fmaf(acc - RMAGIC32, mod_ip[l], RMAGIC32) - RMAGIC32;
-    return fmaf(-q, mod_p[l], acc);
+    return reduce_magic(acc, mod_p[l], mod_ip[l]);
 }
 
 // The low bytes of four floats' bits, in order, as one word (INT8 residues from residue_magic)

@@ -30,7 +30,7 @@
 // of k steps ks and ks + KS / 2 from 6 words a lane, not 8: the second is (-y, x, -w, z) of the
 // first's (x, y, z, w), the embedding's -Ai and Ar; ozsim.gemm._mma_gate.paired_fragments) and
 // -DA_SMEM_PLANES=n (A's first n moduli in shared memory, the others read from global memory,
-// L2: at d = 6 the shared memory holds 15 of them); -DPLANE_PAD=4 (ozsim.gemm.ozaki2.onepass,
+// L2: at d = 6 with 512 threads the shared memory holds 12 of 15); -DPLANE_PAD=4 (ozsim.gemm.ozaki2.onepass,
 // _PLANE_PAD). Each measured option (TC_SPLIT, MEMBER_MAP, PLANE_PAD, MOD_UNROLL, PREFETCH,
 // MIN_BLOCKS, GROUP_SYNC; crt_gate.cuh's CRT_CVT, Q_FROM_LIMBS, SIGNED_MAGIC, C1S_TABLE) says
 // what it measured where it is defined. Shared memory (dynamic): A's fragments, A_SMEM_PLANES *
@@ -209,11 +209,10 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                 for (int i = 0; i < MPT; ++i) {
                     const double y = scale2(part ? x[i].y : x[i].x, gb - f);
                     const long long v = ROUND ? __double2ll_rn(y) : __double2ll_rz(y);
-                    // balanced bytes b_i (sum_i b_i 2**(8 i) = v, |v| <= 2**62): byte i of
-                    // v + 0x80..80 less 128, which as an INT8 is that byte with its top bit flipped
-                    const unsigned long long w = (unsigned long long)v + 0x8080808080808080ull;
+                    unsigned lo, hi;
+                    balanced_bytes(v, lo, hi);  // (|v| <= 2**62)
                     *reinterpret_cast<uint2*>(b_res + scol * W + 2 * (part * K + sq * MPT + i)) =
-                        make_uint2((unsigned)w ^ 0x80808080u, (unsigned)(w >> 32) ^ 0x80808080u);
+                        make_uint2(lo, hi);
                 }
 #elif TC_SPLIT
 #pragma unroll
@@ -222,8 +221,8 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                 for (int i = 0; i < MPT; ++i) {
                     const double y = scale2(part ? x[i].y : x[i].x, gb - f);
                     const long long v = ROUND ? __double2ll_rn(y) : __double2ll_rz(y);
-                    const unsigned long long bw = (unsigned long long)v + 0x8080808080808080ull;
-                    const unsigned lo = (unsigned)bw ^ 0x80808080u, hi = (unsigned)(bw >> 32) ^ 0x80808080u;
+                    unsigned lo, hi;
+                    balanced_bytes(v, lo, hi);
                     int c[4][4];
 #pragma unroll
                     for (int t = 0; t < 4; ++t) {
@@ -236,11 +235,7 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                         const float rp = e < 2 ? rp0 : rp1, rip = e < 2 ? rip0 : rip1;
                         float r[4];
 #pragma unroll
-                        for (int t = 0; t < 4; ++t) {
-                            const float xr = __int_as_float(c[t][e]);
-                            const float q = fmaf(xr - RMAGIC32, rip, RMAGIC32) - RMAGIC32;
-                            r[t] = fmaf(-q, rp, xr);
-                        }
+                        for (int t = 0; t < 4; ++t) r[t] = reduce_magic(__int_as_float(c[t][e]), rp, rip);
                         wd[e] = pack_low_bytes(r[0], r[1], r[2], r[3]);
                     }
                     const int w0 = col0 * W + (part * K + FETCH_MEMBER(sq0, i)) / 4;
