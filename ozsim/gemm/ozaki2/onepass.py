@@ -17,8 +17,8 @@ Two kernels:
   (residues and products) and ``2 N L`` FP64 multiply-adds (the CRT sums' digits; the quotient
   comes from them, ``crt_gate.cuh``, Q_FROM_LIMBS); the FP64 part is the larger one on an H100.
 - ``d = 3..6``: ``kernels/crt_gate_mma.cu`` on the INT8 tensor cores (``mma.sync`` m16n8k32), a
-  block per tile of 128 (``d = 3``), 64 (``d = 4``), 32 (``d = 5``: four members a thread in
-  the split, :data:`_SPLIT_MEMBERS`) or 16 (``d = 6``) amplitude groups, A's residues as
+  block per tile of 128 (``d = 3``), 64 (``d = 4``) or 32 (``d = 5``, ``6``: four members a
+  thread in the split, :data:`_SPLIT_MEMBERS`; at ``d = 6`` 512 threads) amplitude groups, A's residues as
   ready-made fragments in shared memory (made once per gate and plan; at ``d = 6`` paired, 12
   KiB a modulus instead of 16, :func:`ozsim.gemm._mma_gate.paired_fragments`, as many moduli
   in a block's shared memory as fit beside B's residues (12 of 15 on an H100 or H200) and the
@@ -135,13 +135,19 @@ def _c1s_table(moduli, offset) -> np.ndarray:
     return np.array(out, dtype=np.uint32)
 
 
+def _symmetric_powers(moduli, bits: int, count: int) -> np.ndarray:
+    """``2**(bits i) mod p`` reduced to ``[-(p // 2), (p - 1) // 2]``, ``(len(moduli), count)``
+    int64: the weights of a scalar's pieces (``mod_w``) and of its bytes (``mod_wd``)."""
+    return np.array([[((1 << (bits * i)) % p + p // 2) % p - p // 2 for i in range(count)]
+                     for p in moduli], dtype=np.int64).reshape(len(moduli), count)
+
+
 def _byte_weights(moduli) -> np.ndarray:
     """``mod_wd`` of ``crt_gate.cuh`` (TC_SPLIT): for rows 0..15 (moduli; zeros past the last)
-    the INT8 weights ``2**(8 i) mod p`` reduced to ``[-(p // 2), (p - 1) // 2]``, i = 0..7, as
-    two little-endian words."""
+    the INT8 weights of the bytes i = 0..7 (:func:`_symmetric_powers`), as two little-endian
+    words."""
     w = np.zeros((16, 8), dtype=np.int8)
-    for r, p in enumerate(moduli[:16]):
-        w[r] = [((1 << (8 * i)) % p + p // 2) % p - p // 2 for i in range(8)]
+    w[: min(16, len(moduli))] = _symmetric_powers(moduli[:16], 8, 8)
     return w.view(np.uint32).reshape(-1)
 
 
@@ -153,7 +159,7 @@ def _digits(d: int, plan) -> bool:
 def _smem_planes(d: int, num_moduli: int) -> int:
     """Moduli whose A fragments the tensor-core kernel keeps in shared memory (the rest it reads
     from global memory, through L2): all of them at d <= 5; at d = 6 as many as this device's
-    per-block shared memory holds beside B's residues (15 on compute capability 9.0)."""
+    per-block shared memory holds beside B's residues (12 of 15 on compute capability 9.0)."""
     if d not in _PAIRED_QUBITS:
         return num_moduli
     nc, _, w = _mma_gate.tile(d, None, _SPLIT_MEMBERS.get(d), _threads(d))
@@ -182,8 +188,7 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
         f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}")
         + ((f"-DMPT={_SPLIT_MEMBERS[d]}",) if d in _SPLIT_MEMBERS else ()) + paired)
     p = np.array(const.moduli, dtype=np.float32)
-    w = np.array([[((1 << (_PIECE_BITS * i)) % m + m // 2) % m - m // 2 for i in range(npieces)]
-                  for m in const.moduli], dtype=np.float32)  # symmetric 2**(12 i) mod p
+    w = _symmetric_powers(const.moduli, _PIECE_BITS, npieces).astype(np.float32)
     offset = [m * -(-(1 << 21) // m) for m in const.moduli]  # least multiple of p >= 2**21
     tables = {"mod_p": p, "mod_ip": (np.float32(1) / p).astype(np.float32),
               "mod_ipu": np.array([_inverse_rounded_up(m) for m in const.moduli], np.float32),
