@@ -482,3 +482,42 @@ def test_a_broken_gpu_module_is_an_error_that_names_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ozsim.gemm.ozaki2.cuda", None)  # import fails
     with pytest.raises(GPUModuleError, match=r"ozsim\.gemm\.ozaki2\.cuda failed to import"):
         scheme._gpu_module()
+
+
+@pytest.mark.parametrize("n", [2, 8, 15, 16])
+def test_byte_weights_give_each_modulus_the_pieces_residue(n):
+    """The GPU one-pass kernel's residue products (crt_gate_mma.cu, TC_SPLIT): a scalar's
+    integer v as 8 balanced bytes b_i (balanced_bytes: byte i of v + 0x80..80, less 128), times
+    the INT8 weights of byte_weight_words, gives R = sum_i b_i w_i = v mod p for every modulus
+    with |R| <= 2**17 (exact in INT32 and inside the FP32 reduction's range), so its symmetric
+    residue is the one the 12-bit pieces give (residue_magic with symmetric_powers(.., 12, ..))
+    and the B planes are the same bytes. Extremes |v| = 2**62 included."""
+    from ozsim.gemm.ozaki2.moduli import byte_weight_words, symmetric_powers
+
+    mods = crt_constants(n).moduli
+    words = byte_weight_words(mods)
+    assert words.dtype == np.uint32 and words.shape == (32,)
+    w = words.view(np.int8).reshape(16, 8).astype(np.int64)
+    assert (w[len(mods):] == 0).all()
+    rng = np.random.default_rng(300 + n)
+    values = [0, 1, -1, 127, -128, 2**62, -(2**62), 2**58 - 1, -(2**58)]
+    values += [int(x) for x in rng.integers(-(2**62), 2**62, 200, dtype=np.int64)]
+    pieces_w = symmetric_powers(mods, 12, 6)
+    for v in values:
+        u = (v + 0x8080808080808080) % 2**64
+        b = np.array([((u >> (8 * i)) & 0xFF) - 128 for i in range(8)], dtype=np.int64)
+        assert sum(int(x) << (8 * i) for i, x in enumerate(b)) == v
+        r = w[: len(mods)] @ b
+        assert np.abs(r).max() <= 8 * 128 * 128
+        a = abs(v)
+        h = [(a >> (12 * i)) & 0xFFF for i in range(6)]  # pieces of |v|, signed as v
+        s = [(1 if v >= 0 else -1) * int(pieces_w[j] @ np.array(h, dtype=np.int64))
+             for j in range(len(mods))]
+        for j, p in enumerate(mods):
+            assert (int(r[j]) - v) % p == 0 and (s[j] - v) % p == 0
+            assert _symmetric(int(r[j]), p) == _symmetric(s[j], p) == _symmetric(v, p)
+
+
+def _symmetric(x: int, p: int) -> int:
+    """x mod p in [-(p // 2), (p - 1) // 2]."""
+    return (x + p // 2) % p - p // 2

@@ -30,8 +30,8 @@
 // of k steps ks and ks + KS / 2 from 6 words a lane, not 8: the second is (-y, x, -w, z) of the
 // first's (x, y, z, w), the embedding's -Ai and Ar; ozsim.gemm._mma_gate.paired_fragments) and
 // -DA_SMEM_PLANES=n (A's first n moduli in shared memory, the others read from global memory,
-// L2: at d = 6 with 512 threads the shared memory holds 12 of 15); -DPLANE_PAD=4 (ozsim.gemm.ozaki2.onepass,
-// _PLANE_PAD). Each measured option (TC_SPLIT, MEMBER_MAP, PLANE_PAD, MOD_UNROLL, PREFETCH,
+// L2: at d = 6 with 512 threads the shared memory holds 12 of 15); -DPLANE_PAD=4
+// (ozsim.gemm.ozaki2.onepass, _PLANE_PAD). Each measured option (TC_SPLIT, MEMBER_MAP, PLANE_PAD, MOD_UNROLL, PREFETCH,
 // MIN_BLOCKS, GROUP_SYNC; crt_gate.cuh's CRT_CVT, Q_FROM_LIMBS, SIGNED_MAGIC, C1S_TABLE) says
 // what it measured where it is defined. Shared memory (dynamic): A's fragments, A_SMEM_PLANES *
 // A_PLANE * 16 bytes, and B's residues, NMOD * (NC * W + PLANE_PAD) * 4 bytes.
@@ -143,7 +143,8 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
     extern __shared__ uint4 smem[];  // [A's fragments [A_SMEM_PLANES][A_PLANE]][B's residues
                                      //  [NMOD][NC][W] or B's digits [NC][W]]
     unsigned* b_res = reinterpret_cast<unsigned*>(smem + A_SMEM_PLANES * A_PLANE);
-    for (int i = threadIdx.x; i < A_SMEM_PLANES * A_PLANE; i += THREADS) smem[i] = __ldg(a_frag + i);
+    for (int i = threadIdx.x; i < A_SMEM_PLANES * A_PLANE; i += THREADS)
+        smem[i] = __ldg(a_frag + i);
     __shared__ long long moff[K], col_base[NC];
     __shared__ int col_f[NC];
     const int pos[6] = {p0, p1, p2, p3, p4, p5};  // bit j of the gate index at pos[j]
@@ -161,8 +162,8 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
     if (warp == 0)
 #pragma unroll
         for (int t = 0; t < 4; ++t)
-            tc_a[t][lane] = t == tq ? make_uint4(mod_wd[2 * g], mod_wd[2 * g + 16], mod_wd[2 * g + 1],
-                                                 mod_wd[2 * g + 17])
+            tc_a[t][lane] = t == tq ? make_uint4(mod_wd[2 * g], mod_wd[2 * g + 16],
+                                                 mod_wd[2 * g + 1], mod_wd[2 * g + 17])
                                     : make_uint4(0u, 0u, 0u, 0u);
     const int row1 = g + 8 < NMOD ? g + 8 : NMOD - 1;
     const float rp0 = mod_p[g < NMOD ? g : NMOD - 1], rip0 = mod_ip[g < NMOD ? g : NMOD - 1];
@@ -235,7 +236,8 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                         const float rp = e < 2 ? rp0 : rp1, rip = e < 2 ? rip0 : rip1;
                         float r[4];
 #pragma unroll
-                        for (int t = 0; t < 4; ++t) r[t] = reduce_magic(__int_as_float(c[t][e]), rp, rip);
+                        for (int t = 0; t < 4; ++t)
+                            r[t] = reduce_magic(__int_as_float(c[t][e]), rp, rip);
                         wd[e] = pack_low_bytes(r[0], r[1], r[2], r[3]);
                     }
                     const int w0 = col0 * W + (part * K + FETCH_MEMBER(sq0, i)) / 4;
@@ -323,7 +325,8 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                         y = reinterpret_cast<const uint2*>(smem + l * A_PLANE + MT * KSH * 32)[i];
                     } else {
                         x = __ldg(a_frag + l * A_PLANE + i);
-                        y = __ldg(reinterpret_cast<const uint2*>(a_frag + l * A_PLANE + MT * KSH * 32) + i);
+                        y = __ldg(reinterpret_cast<const uint2*>(a_frag + l * A_PLANE +
+                                                                 MT * KSH * 32) + i);
                     }
                     a[mi] = x;
                     a2[mi] = make_uint4(y.x, x.x, y.y, x.z);  // k step kh + KSH: -Ai, Ar
@@ -351,7 +354,8 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
 #pragma unroll
                 for (int mi = 0; mi < WMT; ++mi) {
                     const int i = a_lane + (mi * KS + ks) * 32;
-                    a[mi] = l < A_SMEM_PLANES ? smem[l * A_PLANE + i] : __ldg(a_frag + l * A_PLANE + i);
+                    a[mi] = l < A_SMEM_PLANES ? smem[l * A_PLANE + i]
+                                              : __ldg(a_frag + l * A_PLANE + i);
                 }
 #if DIGITS
                 const unsigned (&b)[WNT][2] = bd[ks];

@@ -141,6 +141,31 @@ def quotient_weights(num_moduli: int) -> np.ndarray:
                      for c in range(const.num_limbs)])
 
 
+def symmetric_powers(moduli, bits: int, count: int) -> np.ndarray:
+    """``2**(bits i) mod p`` reduced to ``[-(p // 2), (p - 1) // 2]`` for ``i < count``.
+
+    The weights with which a GPU kernel makes a scalar's residues from its pieces: 12-bit pieces
+    in FP32 (``kernels/crt_gate.cuh``, ``residue_magic``) or its 8 balanced bytes in INT8 tensor
+    core products (``kernels/crt_gate_mma.cu``, TC_SPLIT, :func:`byte_weight_words`).
+
+    Returns:
+        ``(len(moduli), count)`` int64, each in ``[-128, 127]`` for ``p <= 256``.
+    """
+    return np.array([[((1 << (bits * i)) % p + p // 2) % p - p // 2 for i in range(count)]
+                     for p in moduli], dtype=np.int64).reshape(len(moduli), count)
+
+
+def byte_weight_words(moduli) -> np.ndarray:
+    """``(32,)`` uint32: for rows 0..15 (the first 16 moduli; zeros past the last) the INT8
+    weights of a scalar's bytes ``i = 0..7`` (:func:`symmetric_powers` with 8 bits) as two
+    little-endian words, bytes 0..3 then 4..7: the constant A operand of the residue products
+    of ``kernels/crt_gate_mma.cu`` (TC_SPLIT), which give ``sum_i b_i w_i = v (mod p)``, ``|.| <=
+    8 * 128**2``, for the balanced bytes ``b_i`` of an integer ``v``."""
+    w = np.zeros((16, 8), dtype=np.int8)
+    w[: min(16, len(moduli))] = symmetric_powers(tuple(moduli)[:16], 8, 8)
+    return w.view(np.uint32).reshape(-1)
+
+
 @functools.cache
 def _kept_bits_table() -> tuple[tuple[int, int], ...]:
     """``((N, gamma(N)), ...)`` for ``N = MIN_MODULI .. MAX_MODULI``."""

@@ -18,8 +18,8 @@ Two kernels:
   comes from them, ``crt_gate.cuh``, Q_FROM_LIMBS); the FP64 part is the larger one on an H100.
 - ``d = 3..6``: ``kernels/crt_gate_mma.cu`` on the INT8 tensor cores (``mma.sync`` m16n8k32), a
   block per tile of 128 (``d = 3``), 64 (``d = 4``) or 32 (``d = 5``, ``6``: four members a
-  thread in the split, :data:`_SPLIT_MEMBERS`; at ``d = 6`` 512 threads) amplitude groups, A's residues as
-  ready-made fragments in shared memory (made once per gate and plan; at ``d = 6`` paired, 12
+  thread in the split, :data:`_SPLIT_MEMBERS`; at ``d = 6`` 512 threads) amplitude groups,
+  A's residues as ready-made fragments in shared memory (made once per gate and plan; at ``d = 6`` paired, 12
   KiB a modulus instead of 16, :func:`ozsim.gemm._mma_gate.paired_fragments`, as many moduli
   in a block's shared memory as fit beside B's residues (12 of 15 on an H100 or H200) and the
   others read from global memory, one block of 16 warps an SM: :data:`_PAIRED_QUBITS`,
@@ -70,8 +70,8 @@ from ...errors import NonFiniteError
 from .. import _mma_gate
 from .._gpu import _sms, raw_module
 from .cuda import prepared_residues
-from .moduli import (LIMB_BITS, NORM_FRAC_BITS, crt_constants, offset_sum_start,
-                     quotient_weights)
+from .moduli import (LIMB_BITS, NORM_FRAC_BITS, byte_weight_words, crt_constants,
+                     offset_sum_start, quotient_weights, symmetric_powers)
 
 __all__ = ["MAX_QUBITS", "apply"]
 
@@ -135,22 +135,6 @@ def _c1s_table(moduli, offset) -> np.ndarray:
     return np.array(out, dtype=np.uint32)
 
 
-def _symmetric_powers(moduli, bits: int, count: int) -> np.ndarray:
-    """``2**(bits i) mod p`` reduced to ``[-(p // 2), (p - 1) // 2]``, ``(len(moduli), count)``
-    int64: the weights of a scalar's pieces (``mod_w``) and of its bytes (``mod_wd``)."""
-    return np.array([[((1 << (bits * i)) % p + p // 2) % p - p // 2 for i in range(count)]
-                     for p in moduli], dtype=np.int64).reshape(len(moduli), count)
-
-
-def _byte_weights(moduli) -> np.ndarray:
-    """``mod_wd`` of ``crt_gate.cuh`` (TC_SPLIT): for rows 0..15 (moduli; zeros past the last)
-    the INT8 weights of the bytes i = 0..7 (:func:`_symmetric_powers`), as two little-endian
-    words."""
-    w = np.zeros((16, 8), dtype=np.int8)
-    w[: min(16, len(moduli))] = _symmetric_powers(moduli[:16], 8, 8)
-    return w.view(np.uint32).reshape(-1)
-
-
 def _digits(d: int, plan) -> bool:
     """Whether the tensor-core kernel takes B as byte digits (``crt_gate_mma.cu``, DIGITS)."""
     return d in DIGIT_QUBITS and plan.bits_b <= _DIGIT_MAX_BITS
@@ -188,7 +172,7 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
         f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}")
         + ((f"-DMPT={_SPLIT_MEMBERS[d]}",) if d in _SPLIT_MEMBERS else ()) + paired)
     p = np.array(const.moduli, dtype=np.float32)
-    w = _symmetric_powers(const.moduli, _PIECE_BITS, npieces).astype(np.float32)
+    w = symmetric_powers(const.moduli, _PIECE_BITS, npieces).astype(np.float32)
     offset = [m * -(-(1 << 21) // m) for m in const.moduli]  # least multiple of p >= 2**21
     tables = {"mod_p": p, "mod_ip": (np.float32(1) / p).astype(np.float32),
               "mod_ipu": np.array([_inverse_rounded_up(m) for m in const.moduli], np.float32),
@@ -196,7 +180,7 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
               "crt_invp": const.inv_p, "crt_m": const.limbs_M, "crt_big_p": const.limbs_P,
               "crt_start": offset_sum_start(num_moduli),
               "mod_pc": _c1s_table(const.moduli, offset),
-              "mod_wd": _byte_weights(const.moduli),
+              "mod_wd": byte_weight_words(const.moduli),
               "crt_qw": quotient_weights(num_moduli)}
     for name, host in tables.items():
         host = np.ascontiguousarray(host)
@@ -300,14 +284,14 @@ def _apply_mma(mod, psi, prep, positions, plan, groups, flag):
             + 4 * (1 if digits else n_mod) * (nc * w + _PLANE_PAD))
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
-    blocks = int(max(1, min(-(-groups // nc), (1 if paired else 8) * _sms())))  # (d = 6: A once an SM)
+    # (d = 6: one block an SM, so that each SM loads A once)
+    blocks = int(max(1, min(-(-groups // nc), (1 if paired else 8) * _sms())))
     kernel((blocks,), (threads,),
            (psi, np.int64(groups), *_positions(positions), frags, fa, np.int32(plan.bits_b),
             np.int32(plan.bits_a + plan.bits_b), flag), shared_mem=smem)
 
 
 def _apply_scalar(mod, psi, prep, positions, plan, groups, flag):
-    n_mod = plan.num_moduli
     res = _gate_residues(prep, plan)  # (N, [Ar, Ai], m, k)
     res = cp.ascontiguousarray(res, dtype=cp.float32)
     fa = cp.ascontiguousarray(prep.norm_exponents, dtype=cp.int32)
