@@ -140,14 +140,16 @@ def _digits(d: int, plan) -> bool:
     return d in DIGIT_QUBITS and plan.bits_b <= _DIGIT_MAX_BITS
 
 
-def _smem_planes(d: int, num_moduli: int) -> int:
+@functools.cache  # (one device query per device, d and N)
+def _smem_planes(d: int, num_moduli: int, device: int) -> int:
     """Moduli whose A fragments the tensor-core kernel keeps in shared memory (the rest it reads
-    from global memory, through L2): all of them at d <= 5; at d = 6 as many as this device's
-    per-block shared memory holds beside B's residues (12 of 15 on compute capability 9.0)."""
+    from global memory, through L2): all of them at d <= 5; at d = 6 as many as device
+    ``device``'s per-block shared memory holds beside B's residues (12 of 15 on compute
+    capability 9.0)."""
     if d not in _PAIRED_QUBITS:
         return num_moduli
     nc, _, w = _mma_gate.tile(d, None, _SPLIT_MEMBERS.get(d), _threads(d))
-    limit = cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+    limit = cp.cuda.Device(device).attributes["MaxSharedMemoryPerBlockOptin"]
     plane = _mma_gate.a_fragment_bytes(d, 1, paired=True)
     b_bytes = 4 * num_moduli * (nc * w + _PLANE_PAD)
     return max(0, min(num_moduli, (limit - _STATIC_SMEM - b_bytes) // plane))
@@ -210,13 +212,15 @@ def apply(psi, prep, positions, plan, check_finite: bool = True) -> None:
     """
     d = len(positions)
     n_mod = plan.num_moduli
-    smem_planes = _smem_planes(d, n_mod) if d in _PAIRED_QUBITS else None
-    mod = _module(d, n_mod, plan.rounding, _num_pieces(plan.bits_b), _digits(d, plan),
-                  cp.cuda.Device().id, plan.bits_b <= _DIGIT_MAX_BITS, smem_planes)
+    device = cp.cuda.Device().id
+    smem_planes = _smem_planes(d, n_mod, device)
+    mod = _module(d, n_mod, plan.rounding, _num_pieces(plan.bits_b), _digits(d, plan), device,
+                  plan.bits_b <= _DIGIT_MAX_BITS,
+                  smem_planes if d in _PAIRED_QUBITS else None)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
     if d > MAX_SCALAR_QUBITS:
-        _apply_mma(mod, psi, prep, positions, plan, groups, flag)
+        _apply_mma(mod, psi, prep, positions, plan, groups, flag, smem_planes)
     else:
         _apply_scalar(mod, psi, prep, positions, plan, groups, flag)
     if check_finite and int(flag.get()[0]):
@@ -268,7 +272,7 @@ def mma_fragments(prep, plan, digits: bool = False, paired: bool = False):
     return frags
 
 
-def _apply_mma(mod, psi, prep, positions, plan, groups, flag):
+def _apply_mma(mod, psi, prep, positions, plan, groups, flag, a_planes):
     d = len(positions)
     digits = _digits(d, plan)
     kd = (2 << d) * _DIGITS if digits else None
@@ -279,7 +283,6 @@ def _apply_mma(mod, psi, prep, positions, plan, groups, flag):
     frags = mma_fragments(prep, plan, digits, paired)
     fa = cp.ascontiguousarray(prep.norm_exponents, dtype=cp.int32)
     kernel = mod.get_function("crt_gate_mma")
-    a_planes = _smem_planes(d, n_mod) if paired else n_mod
     smem = (_mma_gate.a_fragment_bytes(d, a_planes, kd, paired)
             + 4 * (1 if digits else n_mod) * (nc * w + _PLANE_PAD))
     if kernel.max_dynamic_shared_size_bytes < smem:
