@@ -76,9 +76,11 @@
 #ifndef PLANE_PAD  // words between B's residue planes beyond NC W: 4 spreads TC_SPLIT's stores
 #define PLANE_PAD 0  // of the 8 lanes' rows g over 8 bank quads (4-way conflicts, not 8-way)
 #endif
-#ifndef GROUP_SYNC  // group barriers (group_sync.cuh) at d = 3 only, where a warp's columns
-#define GROUP_SYNC (D == 3)  // are its own: H200, N = 30, 5.08 -> 4.89x the copy floor; the pair
-#endif  // and warpgroup barriers of d = 4, 5 measured slower (5.6 -> 6.3x, 6.17 -> 6.28x)
+#ifndef GROUP_SYNC  // group barriers (group_sync.cuh): the warps of one set of columns apart
+#define GROUP_SYNC 1  // from the others'. H200, N = 30, 15 moduli, lowest / two random target
+#endif  // sets, against block-wide barriers: d = 3 5.08 -> 4.89x the copy floor; d = 4 4.36-4.48x
+// -> 4.32-4.35x (4 groups of 2 warps); 5 5.03-5.46x -> 4.97-5.26x (2 of 4); 6 6.12-6.66x ->
+// 5.87-6.22x (2 of 8: one block an SM, whose halves now overlap their phases); same bits
 #include "mma_gate.cuh"
 #define PS (NC * W + PLANE_PAD)  // words a plane of B's residues
 #if TC_SPLIT && (TPC < 4 || NMOD > 16 || DIGITS)

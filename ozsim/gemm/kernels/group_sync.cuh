@@ -11,8 +11,8 @@
 // share (A's planes, the member table) is written before the block's first __syncthreads.
 // H200, N = 30 (benchmarks/RESULTS.md): scheme I's 3-qubit gates 2.04 -> 1.73x the copy floor,
 // 4-qubit 2.08 -> 1.83x, 6-qubit (wgmma, two warpgroups) 4.46 -> 4.14x; zgemm's 6-qubit gate
-// 1.77 -> 1.62x; scheme II's 3-qubit gate 5.08 -> 4.89x (its d = 4, 5 keep block-wide barriers:
-// crt_gate_mma.cu). -DGROUP_SYNC=0: every barrier block-wide.
+// 1.77 -> 1.62x; scheme II's 3-qubit gate 5.08 -> 4.89x, its 6-qubit gate (two groups of 8
+// warps) 6.12-6.66x -> 5.87-6.22x (crt_gate_mma.cu). -DGROUP_SYNC=0: every barrier block-wide.
 #ifndef OZSIM_GROUP_SYNC_CUH
 #define OZSIM_GROUP_SYNC_CUH
 
