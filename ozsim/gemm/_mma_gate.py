@@ -29,7 +29,7 @@ def tile(d: int, kd: int | None = None, mpt: int | None = None,
     number, no bank conflicts); ``mpt``: members per thread in the split where the kernel
     narrows it (``MPT``; default ``2**d / 4``, at least 4); ``threads``: a block's threads
     (``THREADS``; the wgmma form of ``int8_gate_mma.cu`` takes 128 at d = 5, ``crt_gate_mma.cu``
-    512 at d = 6)."""
+    512)."""
     k = 1 << d
     kd = kd or max(2 * k, 32)
     mpt = mpt or (k // 4 if k >= 16 else 4)

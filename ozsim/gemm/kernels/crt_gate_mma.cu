@@ -22,9 +22,9 @@
 // Same bits as the CPU path. NaN or Inf in a column sets *flag and leaves the column as it was.
 //
 // Options: -DGATE_QUBITS=d (3..6; at d = 5, 6 also -DMPT=4, ozsim.gemm.ozaki2.onepass: the
-// split takes 4 members a thread, so that a tile is 32 columns and the CRT sums stay at 8
-// entries a thread; at d = 6 -DWGM=8 -DTHREADS=512, each warp one m tile of 8 members, two
-// warps along n)
+// split takes 4 members a thread, so that the CRT sums stay at 8 entries a thread) -DTHREADS=512
+// (one block an SM, ozsim.gemm.ozaki2.onepass._MMA_THREADS; at d = 6 with -DWGM=8, each warp one
+// m tile of 8 members, two warps along n)
 // -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 -DNPIECE=ceil((gB + 1) / 12) and the scheme's
 // constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli); -DA_PAIRED=1 (d >= 5: A's fragments
 // of k steps ks and ks + KS / 2 from 6 words a lane, not 8: the second is (-y, x, -w, z) of the
@@ -134,9 +134,10 @@ __device__ __forceinline__ int norm_exponent(const double2 (&x)[MPT], int e)
     return s > 0.0 ? e - NFRAC + (bl + 1) / 2 : 0;
 }
 
-#ifndef MIN_BLOCKS  // blocks an SM the registers must allow (3: 80 registers and spills, H200,
-#define MIN_BLOCKS (D >= 6 ? 1 : 2)  // N = 30, 15 moduli: 4.08-4.15x -> 4.38-4.54x the floor at
-#endif  // d = 3, 5.03x -> 5.47x at 4; d = 6: one block of 512 threads an SM, its shared memory)
+#ifndef MIN_BLOCKS  // blocks an SM the registers must allow: one of 512 threads (128 registers;
+// ozsim.gemm.ozaki2.onepass._MMA_THREADS), two of 256 (3: 80 registers and spills, H200, N = 30,
+#define MIN_BLOCKS (THREADS >= 512 ? 1 : 2)  // 15 moduli: 4.08-4.15x -> 4.38-4.54x the floor at
+#endif                                       // d = 3, 5.03x -> 5.47x at 4)
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
              int p5, const uint4* __restrict__ a_frag, const int* __restrict__ a_f, int gb,

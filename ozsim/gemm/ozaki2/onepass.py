@@ -16,14 +16,15 @@ Two kernels:
   amplitude with N moduli and L digits of P: about ``2 N (NPIECE + 3 + 2 * 2**d)`` FP32 operations
   (residues and products) and ``2 N L`` FP64 multiply-adds (the CRT sums' digits; the quotient
   comes from them, ``crt_gate.cuh``, Q_FROM_LIMBS); the FP64 part is the larger one on an H100.
-- ``d = 3..6``: ``kernels/crt_gate_mma.cu`` on the INT8 tensor cores (``mma.sync`` m16n8k32), a
-  block per tile of 128 (``d = 3``), 64 (``d = 4``) or 32 (``d = 5``, ``6``: four members a
-  thread in the split, :data:`_SPLIT_MEMBERS`; at ``d = 6`` 512 threads) amplitude groups,
-  A's residues as ready-made fragments in shared memory (made once per gate and plan; at ``d = 6`` paired, 12
-  KiB a modulus instead of 16, :func:`ozsim.gemm._mma_gate.paired_fragments`, as many moduli
-  in a block's shared memory as fit beside B's residues (12 of 15 on an H100 or H200) and the
-  others read from global memory, one block of 16 warps an SM: :data:`_PAIRED_QUBITS`,
-  :data:`_BLOCK_THREADS`), one INT8 product per modulus, the CRT sums in
+- ``d = 3..6``: ``kernels/crt_gate_mma.cu`` on the INT8 tensor cores (``mma.sync`` m16n8k32), one
+  block of 16 warps an SM (:data:`_MMA_THREADS`) per tile of 256 (``d = 3``), 128 (``d = 4``),
+  64 (``d = 5``) or 32 (``d = 6``) amplitude groups (four members a thread in the split:
+  :data:`_SPLIT_MEMBERS`), its warps in groups that run their phases apart (``group_sync.cuh``),
+  A's residues as ready-made fragments in shared memory (made once per gate and plan; at ``d =
+  6`` paired, 12 KiB a modulus instead of 16, :func:`ozsim.gemm._mma_gate.paired_fragments`, as
+  many moduli in shared memory as fit beside B's residues, 12 of 15 on an H100 or H200, and the
+  others read from global memory: :data:`_PAIRED_QUBITS`), one INT8 product per modulus, the CRT
+  sums in
   FP64 (``2 L`` multiply-adds an amplitude and modulus, each residue entering as ``256 + u``
   made by integer arithmetic, not the conversion unit; the quotient from the digit sums:
   ``crt_gate.cuh``, CRT_CVT and Q_FROM_LIMBS; the larger part of the work).
@@ -76,9 +77,9 @@ from .moduli import (LIMB_BITS, NORM_FRAC_BITS, byte_weight_words, crt_constants
 __all__ = ["MAX_QUBITS", "apply"]
 
 #: Largest gate of the one-pass kernels (the tensor-core one keeps the CRT sums of 8 entries a
-#: thread: 8 (L + 1) doubles; at d = 5 with tiles of 32 columns, A's 15 planes 60 KiB; at d = 6
-#: with tiles of 32 and 512 threads, A's planes 12 KiB each as paired fragments, 12 of them in
-#: shared memory beside B's 15 planes of residues).
+#: thread: 8 (L + 1) doubles; at d = 5 A's 15 planes are 60 KiB; at d = 6, with tiles of 32
+#: columns, A's planes are 12 KiB each as paired fragments, 12 of them in shared memory beside
+#: B's 15 planes of residues).
 MAX_QUBITS = 6
 #: Members a thread splits where ``crt_gate_mma.cu`` narrows ``mma_gate.cuh``'s default: its
 #: ``-DMPT`` and the tile shape of :func:`ozsim.gemm._mma_gate.tile`, from here alone.
@@ -89,12 +90,14 @@ _PAIRED_QUBITS = frozenset({6})
 #: Shared memory a block of the 6-qubit kernel keeps for its static arrays (moff, column tables,
 #: the residue products' A fragments).
 _STATIC_SMEM = 4096
-#: Threads a block where the tensor-core kernel takes other than ``_mma_gate.THREADS`` (its
-#: ``-DTHREADS``; the tile is ``threads / TPC`` columns). At d = 6 one block an SM of 16 warps,
-#: not 8, tiles of 32 columns, A's first 12 moduli in shared memory (H200, N = 30, 15 moduli:
-#: 6.74-7.23x -> 6.16-6.75x the copy floor, same bits; 128 registers a thread, 120 bytes of
-#: spills). At d = 4, 5 the 64 registers of two such blocks an SM are far too few (2.4x slower).
-_BLOCK_THREADS: dict[int, int] = {6: 512}
+#: Threads a block of the tensor-core kernel (its ``-DTHREADS``; the tile is ``threads / TPC``
+#: columns): 16 warps, one block an SM (128 registers a thread), so that each SM holds A's planes
+#: once and the warp groups of ``group_sync.cuh`` (two to eight of them) run their phases apart.
+#: H200, N = 30, 15 moduli, against two blocks of 8 warps an SM: 3.90x -> 3.75x the copy floor at
+#: d = 3, 4.30-4.33x -> 4.09-4.16x at 4, 4.96-5.35x -> 4.79-5.16x at 5 (384 threads: 4.47-4.51x
+#: at 4); at d = 6 (A's paired planes fill the shared memory) 6.74-7.23x -> 6.16-6.75x against 8
+#: warps. Same bits.
+_MMA_THREADS = 512
 #: Words between B's residue planes beyond a plane's own (``crt_gate_mma.cu``, PLANE_PAD: the
 #: residue products' stores spread over the banks; 3-4% at d = 4..6 on an H200).
 _PLANE_PAD = 4
@@ -157,7 +160,7 @@ def _smem_planes(d: int, num_moduli: int, device: int) -> int:
 
 def _threads(d: int) -> int:
     """Threads a block of the tensor-core kernel for a d-qubit gate."""
-    return _BLOCK_THREADS.get(d, _mma_gate.THREADS)
+    return _MMA_THREADS
 
 
 @functools.cache  # (the constant tables are uploaded once per module)
@@ -287,8 +290,7 @@ def _apply_mma(mod, psi, prep, positions, plan, groups, flag, a_planes):
             + 4 * (1 if digits else n_mod) * (nc * w + _PLANE_PAD))
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
-    # (d = 6: one block an SM, so that each SM loads A once)
-    blocks = int(max(1, min(-(-groups // nc), (1 if paired else 8) * _sms())))
+    blocks = int(max(1, min(-(-groups // nc), _sms())))  # (one block an SM fits)
     kernel((blocks,), (threads,),
            (psi, np.int64(groups), *_positions(positions), frags, fa, np.int32(plan.bits_b),
             np.int32(plan.bits_a + plan.bits_b), flag), shared_mem=smem)
