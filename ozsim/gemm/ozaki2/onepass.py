@@ -87,9 +87,9 @@ _SPLIT_MEMBERS = {5: 4, 6: 4}
 #: Gates whose A operand is in paired fragments (``crt_gate_mma.cu``, A_PAIRED), each warp one
 #: m tile (``-DWGM=8``), one block an SM: the 6-qubit embedding is 16 KiB a modulus.
 _PAIRED_QUBITS = frozenset({6})
-#: Shared memory a block of the 6-qubit kernel keeps for its static arrays (moff, column tables,
-#: the residue products' A fragments).
-_STATIC_SMEM = 4096
+#: Shared memory a block keeps for its static arrays beyond the column tables and the member
+#: offsets (the residue products' A fragments, 2 KiB, and a margin).
+_STATIC_SMEM = 2560
 #: Threads a block of the tensor-core kernel (its ``-DTHREADS``; the tile is ``threads / TPC``
 #: columns): 16 warps, one block an SM (128 registers a thread), so that each SM holds A's planes
 #: once and the warp groups of ``group_sync.cuh`` (two to eight of them) run their phases apart.
@@ -143,33 +143,38 @@ def _digits(d: int, plan) -> bool:
     return d in DIGIT_QUBITS and plan.bits_b <= _DIGIT_MAX_BITS
 
 
-@functools.cache  # (one device query per device, d and N)
-def _smem_planes(d: int, num_moduli: int, device: int) -> int:
-    """Moduli whose A fragments the tensor-core kernel keeps in shared memory (the rest it reads
-    from global memory, through L2): all of them at d <= 5; at d = 6 as many as device
-    ``device``'s per-block shared memory holds beside B's residues (12 of 15 on compute
-    capability 9.0)."""
-    if d not in _PAIRED_QUBITS:
-        return num_moduli
-    nc, _, w = _mma_gate.tile(d, None, _SPLIT_MEMBERS.get(d), _threads(d))
+@functools.cache  # (one device query per device, d, N and form of B)
+def _layout(d: int, num_moduli: int, digits: bool, device: int) -> tuple[int, int]:
+    """``(threads, a_planes)`` of the tensor-core kernel on device ``device``: a block's threads
+    (:data:`_MMA_THREADS`, or 256 where B's residues of a 512-thread tile and A's planes do not
+    fit a block's shared memory, as 19 or 20 moduli at d = 3) and the moduli whose A fragments
+    it keeps in shared memory (the rest it reads from global memory, through L2): all of them
+    at d <= 5; at d = 6 as many as fit beside B's residues (12 of 15 on compute capability
+    9.0)."""
+    if d <= MAX_SCALAR_QUBITS:  # (the CUDA-core kernel: no shared memory of its own)
+        return _MMA_THREADS, num_moduli
     limit = cp.cuda.Device(device).attributes["MaxSharedMemoryPerBlockOptin"]
-    plane = _mma_gate.a_fragment_bytes(d, 1, paired=True)
-    b_bytes = 4 * num_moduli * (nc * w + _PLANE_PAD)
-    return max(0, min(num_moduli, (limit - _STATIC_SMEM - b_bytes) // plane))
-
-
-def _threads(d: int) -> int:
-    """Threads a block of the tensor-core kernel for a d-qubit gate."""
-    return _MMA_THREADS
+    kd = (2 << d) * _DIGITS if digits else None
+    for threads in (_MMA_THREADS, _mma_gate.THREADS):
+        nc, _, w = _mma_gate.tile(d, kd, _SPLIT_MEMBERS.get(d), threads)
+        static = 12 * nc + 8 * (1 << d) + _STATIC_SMEM  # column tables, member offsets, tc_a
+        room = limit - static - 4 * (1 if digits else num_moduli) * (nc * w + _PLANE_PAD)
+        if d in _PAIRED_QUBITS:
+            plane = _mma_gate.a_fragment_bytes(d, 1, paired=True)
+            return threads, max(0, min(num_moduli, room // plane))
+        if _mma_gate.a_fragment_bytes(d, num_moduli, kd) <= room:
+            break
+    return threads, num_moduli
 
 
 @functools.cache  # (the constant tables are uploaded once per module)
 def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool, device: int,
-            int_pieces: bool = False, smem_planes: int | None = None):
+            int_pieces: bool = False, smem_planes: int | None = None,
+            threads: int = _MMA_THREADS):
     const = crt_constants(num_moduli)
     paired = (("-DA_PAIRED=1", "-DWGM=8", f"-DA_SMEM_PLANES={smem_planes}")
               if d in _PAIRED_QUBITS else ()) + (f"-DPLANE_PAD={_PLANE_PAD}",
-                                                 f"-DTHREADS={_threads(d)}")
+                                                 f"-DTHREADS={threads}")
     mod = raw_module(_MMA_SOURCE if d > MAX_SCALAR_QUBITS else _SOURCE, (
         "-std=c++17", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
         f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}", f"-DNPIECE={npieces}",
@@ -216,14 +221,15 @@ def apply(psi, prep, positions, plan, check_finite: bool = True) -> None:
     d = len(positions)
     n_mod = plan.num_moduli
     device = cp.cuda.Device().id
-    smem_planes = _smem_planes(d, n_mod, device)
-    mod = _module(d, n_mod, plan.rounding, _num_pieces(plan.bits_b), _digits(d, plan), device,
+    digits = _digits(d, plan)
+    threads, smem_planes = _layout(d, n_mod, digits, device)
+    mod = _module(d, n_mod, plan.rounding, _num_pieces(plan.bits_b), digits, device,
                   plan.bits_b <= _DIGIT_MAX_BITS,
-                  smem_planes if d in _PAIRED_QUBITS else None)
+                  smem_planes if d in _PAIRED_QUBITS else None, threads)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
     if d > MAX_SCALAR_QUBITS:
-        _apply_mma(mod, psi, prep, positions, plan, groups, flag, smem_planes)
+        _apply_mma(mod, psi, prep, positions, plan, groups, flag, threads, smem_planes)
     else:
         _apply_scalar(mod, psi, prep, positions, plan, groups, flag)
     if check_finite and int(flag.get()[0]):
@@ -275,11 +281,10 @@ def mma_fragments(prep, plan, digits: bool = False, paired: bool = False):
     return frags
 
 
-def _apply_mma(mod, psi, prep, positions, plan, groups, flag, a_planes):
+def _apply_mma(mod, psi, prep, positions, plan, groups, flag, threads, a_planes):
     d = len(positions)
     digits = _digits(d, plan)
     kd = (2 << d) * _DIGITS if digits else None
-    threads = _threads(d)
     nc, _, w = _mma_gate.tile(d, kd, _SPLIT_MEMBERS.get(d), threads)
     n_mod = plan.num_moduli
     paired = d in _PAIRED_QUBITS
@@ -290,7 +295,8 @@ def _apply_mma(mod, psi, prep, positions, plan, groups, flag, a_planes):
             + 4 * (1 if digits else n_mod) * (nc * w + _PLANE_PAD))
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
-    blocks = int(max(1, min(-(-groups // nc), _sms())))  # (one block an SM fits)
+    per_sm = 1 if threads >= _MMA_THREADS else 2  # (the blocks an SM holds: MIN_BLOCKS)
+    blocks = int(max(1, min(-(-groups // nc), per_sm * _sms())))
     kernel((blocks,), (threads,),
            (psi, np.int64(groups), *_positions(positions), frags, fa, np.int32(plan.bits_b),
             np.int32(plan.bits_a + plan.bits_b), flag), shared_mem=smem)
