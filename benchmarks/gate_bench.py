@@ -15,8 +15,10 @@ device-to-device copy of the state)? Rows, all in one run on one device:
 
 The targets cycle through four random sets per d (seeded), so the GEMM paths pay the
 permutations a real circuit makes them pay; ``--targets low`` / ``high`` puts them on the d
-lowest / highest qubits instead (the CUDA-core one-pass kernels are slowest on the lowest). The state is a random dense vector, so the auto
-backends see realistic exponent statistics.
+lowest / highest qubits instead (the CUDA-core one-pass kernels are slowest on the lowest). Each
+cell is the median of the timed runs after a warm-up of one gate on each of the four sets (the
+first gate of a set may compile or load a kernel). The state is a random dense vector, so the
+auto backends see realistic exponent statistics.
 
 Usage:
     python benchmarks/gate_bench.py                               # GPU: N = 28, 30; d = 1..8, 10, 12
@@ -113,7 +115,9 @@ def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None,
     psi /= xp.linalg.norm(psi)
     sv._buf[...] = psi
     del psi
-    clock = (lambda fn, r: timed(fn, r)) if gpu else cpu_timed
+    # (the warm-up meets every target set first: a set's first gate may compile or load its
+    # kernel, which would otherwise fall into a timed run)
+    clock = (lambda fn, r: timed(fn, r, warmup=4)) if gpu else cpu_timed
     floor = clock(lambda: xp.copyto(sv._spare, sv._buf), max(reps, 3))
     rows = []
     for d in ds:
