@@ -292,7 +292,7 @@ def gemm_tn_long(handle, m_, n_, k_, a_ptr, lda, b_ptr, ldb, c_ptr, ldc) -> None
 
 # -- cuBLASLt: INT8 -> INT32 "TN" GEMMs with the algorithm chosen by timing ---------------------
 # Why: ``cublasGemmEx``'s own choice of INT8 kernel on the H100 falls off a cliff above K = 8192
-# (1.34 -> 0.77 POP/s for M = N = 16384, ``benchmarks/RESULTS.md`` section 2), so ozsim cut long
+# (1.34 -> 0.77 POP/s for M = N = 16384, ``benchmarks/RESULTS.md`` section 7), so ozsim cut long
 # products into K <= 8192 pieces added with beta = 1 (1.16 POP/s at K = 16384). Here the
 # candidates are: ``cublasGemmEx`` in those pieces, and the first :data:`CANDIDATES` algorithms
 # ``cublasLtMatmulAlgoGetHeuristic`` proposes for the whole K (any split-K reduction of INT32

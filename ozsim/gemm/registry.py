@@ -164,7 +164,10 @@ class Scheme:
 # 6.5), and at d = 6 (paired A fragments, one block an SM, 2026-11-27) 7.0-7.3 against 5.3-5.5
 # at d = 5 (the GEMM path took 12.1-12.4, the gate padded to 7 qubits 9.2); with B's residues on
 # the tensor cores (TC_SPLIT) 4.53, 5.62 at d = 4, 5 and, with 16 warps a block, 6.2-6.8 at 6
-# (scaled by 4.9 / 5.6: 4.0, 5.7). Both
+# (scaled by 4.9 / 5.6: 4.0, 5.7); with one 512-thread block an SM and its warp groups apart
+# 3.86, 4.24, 5.22, 6.16 at d = 3..6 against 3.96, 4.54, 5.61, 6.77 in the same kind of run
+# (the column scaled by those ratios: 3.6, 3.75, 4.55, 5.2; the H100 measured 2.65, 2.86, 3.62,
+# 4.17 of its floor). Both
 # apply 1- and 2-qubit gates as 3-qubit ones (pad_gates: their CUDA-core kernels took 3.1 / 4.8
 # and 16.5 / 6.5 there), so d = 1, 2 cost what d = 3 does.
 SCHEMES: tuple[Scheme, ...] = (
@@ -217,7 +220,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=6,
-                                one_pass_passes=(3.7, 3.7, 3.7, 4.0, 4.9, 5.7))},
+                                one_pass_passes=(3.6, 3.6, 3.6, 3.75, 4.55, 5.2))},
         accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
                  "T = 0: norm-wise error bound no larger than FP64's",
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",

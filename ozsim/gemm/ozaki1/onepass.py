@@ -38,7 +38,7 @@ guessed ``s``, out of place: in the split, the phase that bounds the kernel, the
 about as much as the read, at 5 and 6 qubits more; ``benchmarks/RESULTS.md`` section 7.)
 
 Measured (H200, N = 30, ``int8-auto`` T = 1, statistics included; ``benchmarks/RESULTS.md``
-section 2): 2.32x the copy floor at d = 3, 2.48x at 4, 3.41x at 5, 4.97x at 6 (wgmma; the
+section 2): 2.31x the copy floor at d = 3, 2.49x at 4, 3.33x at 5, 4.97x at 6 (wgmma; the
 kernel alone at s = 8: 1.73x, 1.83x, 2.77x, 4.14x; mma.sync at 5, 6: 3.3x, 5.3x before the
 group barriers of ``kernels/group_sync.cuh``).
 """

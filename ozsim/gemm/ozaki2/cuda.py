@@ -134,7 +134,7 @@ _INT_MIN = -(2**31)
 #: ``crt_analyse_tile``'s geometry (:func:`_tile_threads`; the instances in
 #: ``kernels/analyse.cu`` are compiled for it): threads per block below 128 threads a row,
 #: ``AT_VPT`` values per thread, the threads per row (the fewest that hold k are used) and the
-#: largest k. H100 (RESULTS.md 3.7), B of N = 26 gates, d = 8 / 9 / 10: 256 threads, 4 blocks
+#: largest k. H100 (2026-11-24), B of N = 26 gates, d = 8 / 9 / 10: 256 threads, 4 blocks
 #: per multiprocessor, 0.48-0.54 ms; 512 threads (2 blocks) 0.48-0.57; 4 values per thread
 #: (512 x 3, 256 x 6, 1024 x 1) no better; the segmented passes 0.85-1.60. Square 8192: A 0.79
 #: -> 0.52 ms, B's columns (one a block, half-used sectors) 0.78 -> 0.72.
@@ -610,7 +610,7 @@ def default_workspace_bytes(prep, plan) -> int:
 
 
 #: Largest padded K for which :func:`_fused_form` picks the fused products by default.
-#: H100 (RESULTS.md 3.3, 3.4), fused (Karatsuba form) against cuBLAS INT8 GEMMs + ``crt_reduce``
+#: H100 (2026-11-24; ``benchmarks/RESULTS.md`` section 7), fused (Karatsuba form) against cuBLAS INT8 GEMMs + ``crt_reduce``
 #: (an earlier probe): state shapes K = 256..2048 1.10-1.85x, K = 4096 (d = 12)
 #: 0.96-1.03x, square 8192 1.06-1.16x in four runs; end to end (``crt_bench.py``, T = 0): square
 #: 8192 52.5 -> 50.4 ms, state d = 12 118.8 -> 111.4 ms. Square 16384 is left to cuBLAS: 322-429
@@ -619,8 +619,8 @@ def default_workspace_bytes(prep, plan) -> int:
 FUSED_MAX_K = 8192
 #: Largest padded K for which the default fused products take the direct form (4 products,
 #: B in 2 residue planes, an epilogue of two reductions) instead of Karatsuba's (3 products).
-#: H100, N = 28, 15 moduli, whole-sector stores and one Karatsuba epilogue per chain (RESULTS.md
-#: 3.4), products alone, direct / Karatsuba ms: d = 8 9.9 / 18.1, d = 9 17.4 / 20.4, d = 10
+#: H100, N = 28, 15 moduli, whole-sector stores and one Karatsuba epilogue per chain
+#: (2026-11-24), products alone, direct / Karatsuba ms: d = 8 9.9 / 18.1, d = 9 17.4 / 20.4, d = 10
 #: 30.2 / 28.4, d = 11 52.4 / 44.5, d = 12 113 / 78.6, square 8192 52.7 / 37.2. At d = 10 end
 #: to end (same machine): state GEMM 50.8 / 50.2 ms, brickwork N = 26 0.102 / 0.116 s: direct.
 DIRECT_MAX_K = 1024

@@ -45,17 +45,15 @@ Two kernels:
     modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
     the copy floor against 4.5x).
 
-Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 3.96x, 4.54x,
-5.61x, 6.77x the copy floor at d = 3, 4, 5, 6 (B's residues on the tensor cores at d = 4..6; the
-next tile's amplitudes loaded during the products), bound by
+Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 3.86x, 4.24x,
+5.22x, 6.16x the copy floor at d = 3, 4, 5, 6 (an H100: 2.65x, 2.86x, 3.62x, 4.17x), bound by
 the per-amplitude arithmetic rather than by memory: Nsight Compute finds the issue slots 71-78%
-busy and no pipe above 45%, about 14 instructions a modulus and entry. The CRT sums took 4
-FP64 multiply-adds and a conversion an entry and modulus until the quotient came from the digit
-sums and each residue entered them as ``256 + u`` made in INT32 (``crt_gate.cuh``, Q_FROM_LIMBS,
-CRT_CVT, PRODUCT_START): 4.80x, 5.36x, 5.97x before, same bits. At d = 5 the GEMM path took the
-same gate padded to 7 qubits at 10.9x, with a second buffer, and at d = 6 12.3x (9.2x padded to
-7 qubits, as a simulator did); in one pass, fusion takes QV-30 in 90 blocks of up to 6 qubits
-(``benchmarks/RESULTS.md`` section 3: 4.62 s end to end, against 5.35 s in 116 blocks of up to 5).
+busy and no pipe above 45%, about 14 instructions a modulus and entry (B's residues, the CRT
+sums' 3 FP64 multiply-adds and the reduction of each product mod p). The phases of a tile load
+different pipes (the split the integer and FP32 units and the tensor cores, the CRT sums the FP64
+units), so the warp groups of a block run them apart. At d = 6 the GEMM path took 12.3x (9.2x
+padded to 7 qubits); in one pass, fusion takes QV-30 in 90 blocks of up to 6 qubits
+(``benchmarks/RESULTS.md`` section 3: 4.34 s end to end, against the cuBLAS path's 3.32 s).
 """
 
 from __future__ import annotations

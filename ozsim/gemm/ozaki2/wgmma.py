@@ -41,7 +41,7 @@ The epilogue writes whole 32-byte sectors: a thread's accumulators hold 2 adjace
 every 8 columns, so each quad of lanes (one row) transposes its 4 x 4 block of 16-bit pieces
 with two shuffles (``quad_transpose``) and every lane stores 8 adjacent bytes. With 2-byte stores
 (ncu: 75% of the written sectors excess) the direct form took 25.5 ms at N = 28, d = 8; 10.2 ms
-after (RESULTS.md 3.4).
+after (H100, 2026-11-24).
 
 Launched through the driver API (:mod:`ctypes`): the TMA descriptors are built by
 ``cuTensorMapEncodeTiled`` and passed by value (``__grid_constant__``). The source is
@@ -54,10 +54,10 @@ Status: the default for ``K <= 8192`` (:func:`ozsim.gemm.ozaki2.cuda._fused_form
 for ``K <= 1024``, Karatsuba's above; override with ``OZSIM_CRT_FUSED=0/1/3/4``). 168 registers, no
 spills. Checked on an H100 (2026-11-23/24) against exact FP64 products
 (an earlier probe, incl. ``|T| = 2**30``; direct: over launches of ``2**28``) and
-bitwise against the CPU (``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` 3.3-3.4.
+bitwise against the CPU (``tests/test_gpu_crt.py``); timings in ``benchmarks/RESULTS.md`` section 1.
 Karatsuba's epilogue is compiled once per chain (``epilogue<FORM, t>``: 9.0k instructions instead
 of 5.6k): with the whole-sector stores that made it 10-20% faster at every K measured (N = 28, d =
-8..12; square 8192); with 2-byte stores (RESULTS.md 3.3) it had been slower at K = 1024-2048.
+8..12; square 8192); with 2-byte stores it had been slower at K = 1024-2048.
 
 References:
     [Ozaki2] K. Ozaki, Y. Uchino, T. Imamura, arXiv:2504.08009 (2025): one exact GEMM per
@@ -84,18 +84,18 @@ STAGES = 4
 #: A CTA streams its B panel (256 columns x K x 3 planes) for the whole work item, and the
 #: panels of the CTAs running together must stay in L2; at K = 16384 one launch ran at 1.23-1.29
 #: POP/s on some machines and 0.8-1.0 on others; on one of the latter, chunks of 8192 took 385 ms
-#: against 429 ms for one launch (RESULTS.md 3.3).
+#: against 429 ms for one launch (H100, 2026-11-24).
 K_CHUNK = 8192
 #: ``|D|`` one launch of the direct form may reach: its epilogue's reduction (``modp<true>``) is
 #: exact for ``|D| <= 2**28``, so a launch covers at most K = 8192 (``|D| <= k 2**15``); a larger
 #: ``k_chunk`` is cut to that. (Karatsuba's reduction takes any ``|T| < 2**31``.)
 LAUNCH_T_BITS = 28
 #: Column tiles per raster group (CTAs that run together share A and B tiles in L2): 2 was the
-#: fastest of 2, 4, 8, 16, 64 on an H100 (RESULTS.md 3.3; 8 ran at 45% of 2's rate at 16384^3).
+#: fastest of 2, 4, 8, 16, 64 on an H100 (``benchmarks/RESULTS.md`` section 7; 8 ran at 45% of 2's rate at 16384^3).
 GROUP_N = 2
 #: CTAs per cluster (1, or 2 with B multicast: see :func:`gemm_mod`). H100, N = 28, 15 moduli:
 #: with 2-byte epilogue stores pairs ran d = 8 in 23.6-24.1 against 25.4 ms; with the coalesced
-#: stores 25.8 against 22.4 (slower), and slower or equal on every other shape (RESULTS.md 3.4).
+#: stores 25.8 against 22.4 (slower), and slower or equal on every other shape (``benchmarks/RESULTS.md`` section 7).
 CLUSTER = 1
 _STAGE_BYTES = (BM + BN) * BK
 _SMEM_BYTES = STAGES * _STAGE_BYTES + 1024  # + alignment of the 1024-byte swizzle atoms

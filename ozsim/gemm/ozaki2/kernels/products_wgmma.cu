@@ -17,7 +17,7 @@
 // mul.hi, shift, mad). Otherwise (|T| < 2**31) |T| and the sign: eight. The biased form made the
 // direct form's products 3-7% faster at K = 256..1024 (the epilogue is a third of their time)
 // but Karatsuba's slower at K >= 4096 (square 16384 by 18%, with the main loop's SASS unchanged:
-// RESULTS.md 3.8), so Karatsuba keeps the other.
+// benchmarks/RESULTS.md section 7), so Karatsuba keeps the other.
 template <bool BIASED>
 __device__ __forceinline__ u32 modp(int t, u32 p, u32 M)
 {
