@@ -24,9 +24,8 @@ Two kernels:
   6`` paired, 12 KiB a modulus instead of 16, :func:`ozsim.gemm._mma_gate.paired_fragments`, as
   many moduli in shared memory as fit beside B's residues, 12 of 15 on an H100 or H200, and the
   others read from global memory: :data:`_PAIRED_QUBITS`), one INT8 product per modulus, the CRT
-  sums in
-  FP64 (``2 L`` multiply-adds an amplitude and modulus, each residue entering as ``256 + u``
-  made by integer arithmetic, not the conversion unit; the quotient from the digit sums:
+  sums in FP64 (``2 L`` multiply-adds an amplitude and modulus, each residue entering as ``256 +
+  u`` made by integer arithmetic, not the conversion unit; the quotient from the digit sums:
   ``crt_gate.cuh``, CRT_CVT and Q_FROM_LIMBS; the larger part of the work).
   B enters the products in one of two forms:
 
