@@ -518,6 +518,38 @@ def test_byte_weights_give_each_modulus_the_pieces_residue(n):
             assert _symmetric(int(r[j]), p) == _symmetric(s[j], p) == _symmetric(v, p)
 
 
+@pytest.mark.parametrize("n", [2, 8, 15, 16])
+def test_split_offsets_give_the_symmetric_residue_byte(n):
+    """crt_gate.cuh's residue_byte, modelled in float32 and integer arithmetic for every R in
+    [-2**17, 2**17] and every modulus: x = (1.5 * 2**23 + R) - soff exact, the round-down fma
+    (exact in FP64, then floored to float32's integer grid) floor(x / p), and the low byte of
+    0x4B400000 + R - (0x4B000000 + floor(x / p)) p is the symmetric residue of R (the byte
+    reduce_magic gives: for p = 256 the residue 128 as -128)."""
+    from fractions import Fraction
+
+    from ozsim.gemm.ozaki2.moduli import split_offsets
+
+    mods = crt_constants(n).moduli
+    soff = split_offsets(mods)
+    assert soff.dtype == np.float32
+    r = np.arange(-(2**17), 2**17 + 1, dtype=np.int64)
+    w = 0x4B400000 + r
+    for p, so in zip(mods, soff):
+        assert float(so) == int(so) and (3 << 22) - int(so) - (p - 1) // 2 >= 2**17
+        assert ((3 << 22) - int(so) - (p - 1) // 2) % (256 * p) == 0
+        ipu = np.float32(1) / np.float32(p)
+        if Fraction(float(ipu)) < Fraction(1, p):
+            ipu = np.nextafter(ipu, np.float32(1))
+        x = w.astype(np.uint32).view(np.float32) - so  # exact: integers below 2**24
+        assert (x == r + (3 << 22) - int(so)).all() and (x >= 0).all() and (x < 2**19).all()
+        q = np.floor(x.astype(np.float64) * float(ipu))  # the fma's exact value, floored
+        assert (q == (x.astype(np.int64) // p)).all()
+        t = (w - (0x4B000000 + q.astype(np.int64)) * p) % 2**32
+        got = (t & 0xFF).astype(np.uint8).view(np.int8).astype(np.int64)
+        want = (r + p // 2) % p - p // 2  # (_symmetric)
+        np.testing.assert_array_equal(got % 256, want % 256)
+
+
 def _symmetric(x: int, p: int) -> int:
     """x mod p in [-(p // 2), (p - 1) // 2]."""
     return (x + p // 2) % p - p // 2

@@ -40,6 +40,9 @@ __constant__ float a_res[NMOD * 2 * K * K];  // [modulus][Ar, Ai][row][k], weigh
 __constant__ float mod_p[NMOD], mod_ip[NMOD], mod_ipu[NMOD], mod_moff[NMOD], mod_w[NMOD * NPIECE];
 // per modulus: p and residue_double's c1s for PRODUCT_START = 0x4B400000, as integers (C1S_TABLE)
 __constant__ unsigned mod_pc[2 * NMOD];
+// per modulus: RMAGIC32 - OFF_S - (p - 1) / 2, OFF_S the least multiple of 256 p at or above 2**17
+// (residue_byte)
+__constant__ float mod_soff[NMOD];
 // rows 0..15 (moduli; zero past NMOD): the INT8 weights 2**(8 i) mod p (symmetric) of the byte
 // digits i = 0..3, 4..7 as two words (crt_gate_mma.cu, TC_SPLIT)
 __constant__ unsigned mod_wd[32];
@@ -112,6 +115,21 @@ __device__ __forceinline__ float reduce_magic(float acc, float p, float ip)
 {
     const float q = fmaf(acc - RMAGIC32, ip, RMAGIC32) - RMAGIC32;
     return fmaf(-q, p, acc);
+}
+
+// The symmetric residue of R mod p (in [-(p - 1) / 2, p / 2]) in the low byte of the result, for
+// w = 0x4B400000 + R, the bits of the float RMAGIC32 + R (|R| <= 2**17), soff = mod_soff's, ipu =
+// fl32(1/p) rounded up, pi = p: x = R + OFF_S + h (h = (p - 1) / 2; exact, 0 <= x < 2**19), the
+// round-down fma's bits 0x4B000000 + floor(x / p) (x ipu lies within x / (16 p) of x / p, below
+// the next integer, as in mod_nonneg), and w less those bits times p: R - floor(x / p) p = (x mod
+// p) - h - OFF_S, whose low byte is (x mod p) - h, as 0x4B400000, 0x4B000000 p and OFF_S are 0
+// mod 256. Three operations where reduce_magic takes four; the same residue (the one in that
+// range), so the same bytes.
+__device__ __forceinline__ unsigned residue_byte(int w, float soff, float ipu, unsigned pi)
+{
+    const float x = __int_as_float(w) - soff;
+    const unsigned qb = __float_as_uint(__fmaf_rd(x, ipu, 0x1p23f));
+    return (unsigned)w - qb * pi;
 }
 
 // The balanced bytes b_i of an integer |v| <= 2**62 (sum_i b_i 2**(8 i) = v, b_i in [-128, 127])

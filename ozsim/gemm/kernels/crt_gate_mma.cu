@@ -61,6 +61,9 @@
 #define TC_SPLIT (!DIGITS && INT_PIECES && NMOD <= 16 && GATE_QUBITS >= 4)
 #endif
 #if TC_SPLIT
+#ifndef SPLIT_FLOOR  // each residue of the products by residue_byte (1), or reduce_magic (0)
+#define SPLIT_FLOOR 1
+#endif
 #ifndef MEMBER_MAP  // which members a thread takes (4 lanes hold 4 consecutive members a round):
 // (0) thread sq member i TPC + sq, (1) 4 i + sq % 4 in block sq / 4 of 4 MPT members: H200, N =
 // 30, 15 moduli, 1 against 0 level at d = 4 and 5 (4.41-4.50x / 4.44-4.52x the floor at 4),
@@ -168,9 +171,15 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
             tc_a[t][lane] = t == tq ? make_uint4(mod_wd[2 * g], mod_wd[2 * g + 16],
                                                  mod_wd[2 * g + 1], mod_wd[2 * g + 17])
                                     : make_uint4(0u, 0u, 0u, 0u);
-    const int row1 = g + 8 < NMOD ? g + 8 : NMOD - 1;
-    const float rp0 = mod_p[g < NMOD ? g : NMOD - 1], rip0 = mod_ip[g < NMOD ? g : NMOD - 1];
+    const int row0 = g < NMOD ? g : NMOD - 1, row1 = g + 8 < NMOD ? g + 8 : NMOD - 1;
+#if SPLIT_FLOOR
+    const float rs0 = mod_soff[row0], ru0 = mod_ipu[row0], rs1 = mod_soff[row1],
+                ru1 = mod_ipu[row1];
+    const unsigned rpi0 = (unsigned)mod_p[row0], rpi1 = (unsigned)mod_p[row1];
+#else
+    const float rp0 = mod_p[row0], rip0 = mod_ip[row0];
     const float rp1 = mod_p[row1], rip1 = mod_ip[row1];
+#endif
     // the words this lane stores: columns of lanes 8 tq + 0 and 8 tq + 4, their first members
     const int src0 = warp * 32 + 8 * tq, src1 = src0 + 4;
     const int col0 = src0 / TPC, sq0 = src0 % TPC, col1 = src1 / TPC, sq1 = src1 % TPC;
@@ -236,11 +245,19 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                     unsigned wd[4];
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {  // (row g, col 2 tq), (g, 2 tq + 1), (g + 8, ..)
-                        const float rp = e < 2 ? rp0 : rp1, rip = e < 2 ? rip0 : rip1;
                         float r[4];
+#if SPLIT_FLOOR
+                        const float rs = e < 2 ? rs0 : rs1, ru = e < 2 ? ru0 : ru1;
+                        const unsigned rpi = e < 2 ? rpi0 : rpi1;
+#pragma unroll
+                        for (int t = 0; t < 4; ++t)
+                            r[t] = __uint_as_float(residue_byte(c[t][e], rs, ru, rpi));
+#else
+                        const float rp = e < 2 ? rp0 : rp1, rip = e < 2 ? rip0 : rip1;
 #pragma unroll
                         for (int t = 0; t < 4; ++t)
                             r[t] = reduce_magic(__int_as_float(c[t][e]), rp, rip);
+#endif
                         wd[e] = pack_low_bytes(r[0], r[1], r[2], r[3]);
                     }
                     const int w0 = col0 * W + (part * K + FETCH_MEMBER(sq0, i)) / 4;

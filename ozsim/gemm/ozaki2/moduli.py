@@ -191,3 +191,15 @@ def rounds_to_nearest(num_moduli: int, bits_a: int, bits_b: int) -> bool:
     P = crt_constants(num_moduli).P
     lhs = 2 * ((1 << bits_a) + _ROUNDING_SLACK) * ((1 << bits_b) + _ROUNDING_SLACK) << 40
     return lhs < P * ((1 << 40) - 1)
+
+
+def split_offsets(moduli) -> np.ndarray:
+    """``(N,)`` float32: ``mod_soff`` of ``kernels/crt_gate.cuh`` (``residue_byte``, the one-pass
+    kernel's residues of B's byte products): per modulus ``1.5 * 2**23 - OFF - (p - 1) // 2``,
+    ``OFF`` the least multiple of ``256 p`` at or above ``2**17`` (integers below ``2**24``:
+    exact)."""
+    out = []
+    for p in moduli:
+        step = 256 * int(p)
+        out.append((3 << 22) - step * -(-(1 << 17) // step) - (int(p) - 1) // 2)
+    return np.array(out, dtype=np.float32)

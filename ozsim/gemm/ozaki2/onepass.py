@@ -69,7 +69,7 @@ from .. import _mma_gate
 from .._gpu import _sms, raw_module
 from .cuda import prepared_residues
 from .moduli import (LIMB_BITS, NORM_FRAC_BITS, byte_weight_words, crt_constants,
-                     offset_sum_start, quotient_weights, symmetric_powers)
+                     offset_sum_start, quotient_weights, split_offsets, symmetric_powers)
 
 __all__ = ["MAX_QUBITS", "apply"]
 
@@ -187,6 +187,7 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
               "crt_invp": const.inv_p, "crt_m": const.limbs_M, "crt_big_p": const.limbs_P,
               "crt_start": offset_sum_start(num_moduli),
               "mod_pc": _c1s_table(const.moduli, offset),
+              "mod_soff": split_offsets(const.moduli),
               "mod_wd": byte_weight_words(const.moduli),
               "crt_qw": quotient_weights(num_moduli)}
     for name, host in tables.items():
