@@ -61,9 +61,9 @@
 #define TC_SPLIT (!DIGITS && INT_PIECES && NMOD <= 16 && GATE_QUBITS >= 4)
 #endif
 #if TC_SPLIT
-#ifndef SPLIT_FLOOR  // each residue of the products by residue_byte (1), or reduce_magic (0)
-#define SPLIT_FLOOR 1
-#endif
+#ifndef SPLIT_FLOOR  // each residue of the products by residue_byte (1: 3 operations), or by
+#define SPLIT_FLOOR 1  // reduce_magic (0: 4): H200, N = 30, 15 moduli, lowest / two random target
+#endif  // sets: d = 4 level, 5 4.96-5.29x -> 4.74-5.17x, 6 6.05-6.31x -> 5.74-6.02x; same bits
 #ifndef MEMBER_MAP  // which members a thread takes (4 lanes hold 4 consecutive members a round):
 // (0) thread sq member i TPC + sq, (1) 4 i + sq % 4 in block sq / 4 of 4 MPT members: H200, N =
 // 30, 15 moduli, 1 against 0 level at d = 4 and 5 (4.41-4.50x / 4.44-4.52x the floor at 4),
