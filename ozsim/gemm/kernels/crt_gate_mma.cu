@@ -50,8 +50,8 @@
 // = 2**(8 i) mod p_l (symmetric), take the bytes of lanes with t = lane % 4 only: R = sum_i b_i
 // W[l][i] = v mod p_l, |R| <= 8 128**2 = 2**17, from an accumulator started at 0x4B400000 (the
 // float 1.5 * 2**23 + R), reduced by residue_byte (crt_gate.cuh; the same symmetric residue as
-// residue_magic's, so the same bytes: same products, same bits). Lane (g, t) gets moduli g and g + 8 of the scalars of lanes
-// 8 t + 0..7: with the members interleaved (thread sq takes members i TPC + sq), four bytes of
+// residue_magic's, so the same bytes: same products, same bits). Lane (g, t) gets moduli g and
+// g + 8 of the scalars of lanes 8 t + 0..7: with the members interleaved (thread sq takes members i TPC + sq), four bytes of
 // consecutive members of one column, a word of B's plane. About 90 instructions a scalar
 // instead of 200 (pieces, NPIECE + 4 FP32 operations a modulus). H200, N = 30, 15 moduli, with
 // PLANE_PAD = 4, two machines (without the padding: 4.52-4.63x, 5.15-5.41x, level at 6):

@@ -46,13 +46,13 @@ Two kernels:
 
 Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 3.82x, 4.18x,
 5.05x, 5.99x the copy floor at d = 3, 4, 5, 6 (an H100, before ``residue_byte``: 2.65x, 2.86x,
-3.62x, 4.17x), bound by
-the per-amplitude arithmetic rather than by memory: Nsight Compute finds the issue slots 71-78%
-busy and no pipe above 45%, about 14 instructions a modulus and entry (B's residues, the CRT
-sums' 3 FP64 multiply-adds and the reduction of each product mod p). The phases of a tile load
-different pipes (the split the integer and FP32 units and the tensor cores, the CRT sums the FP64
-units), so the warp groups of a block run them apart. At d = 6 the GEMM path took 12.3x (9.2x
-padded to 7 qubits); in one pass, fusion takes QV-30 in 90 blocks of up to 6 qubits
+3.62x, 4.17x), bound by the per-amplitude arithmetic rather than by memory: Nsight Compute finds
+the issue slots 59-78% busy and no pipe above 45%, about 14 instructions a modulus and entry
+(B's residues, the CRT sums' 3 FP64 multiply-adds and the reduction of each product mod p). The
+phases of a tile load different pipes (the split the integer and FP32 units and the tensor cores,
+the CRT sums the FP64 units), so the warp groups of a block run them apart. At d = 6 the GEMM
+path took 12.3x (9.2x padded to 7 qubits); in one pass, fusion takes QV-30 in 90 blocks of up to
+6 qubits
 (``benchmarks/RESULTS.md`` section 3: 4.23 s end to end, against the cuBLAS path's 3.31 s).
 """
 
