@@ -168,7 +168,7 @@ class Scheme:
 # 3.86, 4.24, 5.22, 6.16 at d = 3..6 against 3.96, 4.54, 5.61, 6.77 in the same kind of run
 # (the column scaled by those ratios: 3.6, 3.75, 4.55, 5.2; the H100 measured 2.65, 2.86, 3.62,
 # 4.17 of its floor); with B's residues by residue_byte 3.82, 4.18, 5.05, 5.99 (the column: 3.55,
-# 3.7, 4.4, 5.05). Both
+# 3.7, 4.4, 5.05), then d = 5 with paired A fragments 4.77 (4.15). Both
 # apply 1- and 2-qubit gates as 3-qubit ones (pad_gates: their CUDA-core kernels took 3.1 / 4.8
 # and 16.5 / 6.5 there), so d = 1, 2 cost what d = 3 does.
 SCHEMES: tuple[Scheme, ...] = (
@@ -221,7 +221,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=6,
-                                one_pass_passes=(3.55, 3.55, 3.55, 3.7, 4.4, 5.05))},
+                                one_pass_passes=(3.55, 3.55, 3.55, 3.7, 4.15, 5.05))},
         accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
                  "T = 0: norm-wise error bound no larger than FP64's",
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",

@@ -21,9 +21,10 @@ Two kernels:
   64 (``d = 5``) or 32 (``d = 6``) amplitude groups (four members a thread in the split:
   :data:`_SPLIT_MEMBERS`), its warps in groups that run their phases apart (``group_sync.cuh``),
   A's residues as ready-made fragments in shared memory (made once per gate and plan; at ``d =
-  6`` paired, 12 KiB a modulus instead of 16, :func:`ozsim.gemm._mma_gate.paired_fragments`, as
-  many moduli in shared memory as fit beside B's residues, 12 of 15 on an H100 or H200, and the
-  others read from global memory: :data:`_PAIRED_QUBITS`), one INT8 product per modulus, the CRT
+  5, 6`` paired, :func:`ozsim.gemm._mma_gate.paired_fragments`: at 6 12 KiB a modulus instead
+  of 16, as many moduli in shared memory as fit beside B's residues, 12 of 15 on an H100 or
+  H200, the others read from global memory: :data:`_PAIRED_QUBITS`), one INT8 product per
+  modulus, the CRT
   sums in FP64 (``2 L`` multiply-adds an amplitude and modulus, each residue entering as ``256 +
   u`` made by integer arithmetic, not the conversion unit; the quotient from the digit sums:
   ``crt_gate.cuh``, CRT_CVT and Q_FROM_LIMBS; the larger part of the work).
@@ -44,8 +45,8 @@ Two kernels:
     modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
     the copy floor against 4.5x).
 
-Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 3.82x, 4.18x,
-5.05x, 5.99x the copy floor at d = 3, 4, 5, 6 (an H100, before ``residue_byte``: 2.65x, 2.86x,
+Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 3.85x, 4.22x,
+4.77x, 6.04x the copy floor at d = 3, 4, 5, 6 (an H100, before ``residue_byte``: 2.65x, 2.86x,
 3.62x, 4.17x), bound by the per-amplitude arithmetic rather than by memory: Nsight Compute finds
 the issue slots 59-78% busy and no pipe above 45%, about 14 instructions a modulus and entry
 (B's residues, the CRT sums' 3 FP64 multiply-adds and the reduction of each product mod p). The
@@ -82,9 +83,11 @@ MAX_QUBITS = 6
 #: Members a thread splits where ``crt_gate_mma.cu`` narrows ``mma_gate.cuh``'s default: its
 #: ``-DMPT`` and the tile shape of :func:`ozsim.gemm._mma_gate.tile`, from here alone.
 _SPLIT_MEMBERS = {5: 4, 6: 4}
-#: Gates whose A operand is in paired fragments (``crt_gate_mma.cu``, A_PAIRED), each warp one
-#: m tile (``-DWGM=8``), one block an SM: the 6-qubit embedding is 16 KiB a modulus.
-_PAIRED_QUBITS = frozenset({6})
+#: Gates whose A operand is in paired fragments (``crt_gate_mma.cu``, A_PAIRED; at d = 6 each
+#: warp one m tile, ``-DWGM=8``): the 6-qubit embedding is 16 KiB a modulus, 12 paired. At d = 5
+#: a quarter fewer shared-memory bytes a product (H200, N = 30, 15 moduli: random targets
+#: 5.05-5.11x -> 4.72-4.80x the copy floor, the lowest 4.68-4.71x -> 4.74-4.76x; same bits).
+_PAIRED_QUBITS = frozenset({5, 6})
 #: Shared memory a block keeps for its static arrays beyond the column tables and the member
 #: offsets (the residue products' A fragments, 2 KiB, and a margin).
 _STATIC_SMEM = 2560
@@ -170,9 +173,9 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
             int_pieces: bool = False, smem_planes: int | None = None,
             threads: int = _MMA_THREADS):
     const = crt_constants(num_moduli)
-    paired = (("-DA_PAIRED=1", "-DWGM=8", f"-DA_SMEM_PLANES={smem_planes}")
-              if d in _PAIRED_QUBITS else ()) + (f"-DPLANE_PAD={_PLANE_PAD}",
-                                                 f"-DTHREADS={threads}")
+    paired = (("-DA_PAIRED=1", f"-DA_SMEM_PLANES={smem_planes}") if d in _PAIRED_QUBITS
+              else ()) + (("-DWGM=8",) if d == 6 else ()) + (f"-DPLANE_PAD={_PLANE_PAD}",
+                                                             f"-DTHREADS={threads}")
     mod = raw_module(_MMA_SOURCE if d > MAX_SCALAR_QUBITS else _SOURCE, (
         "-std=c++17", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
         f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}", f"-DNPIECE={npieces}",
