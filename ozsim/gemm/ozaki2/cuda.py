@@ -613,10 +613,10 @@ def default_workspace_bytes(prep, plan) -> int:
 #: H100 (2026-11-24; ``benchmarks/RESULTS.md`` section 7), fused (Karatsuba form) against cuBLAS
 #: INT8 GEMMs + ``crt_reduce`` (an earlier probe): state shapes K = 256..2048 1.10-1.85x, K =
 #: 4096 (d = 12) 0.96-1.03x, square 8192 1.06-1.16x in four runs; end to end (``crt_bench.py``,
-#: T = 0): square
-#: 8192 52.5 -> 50.4 ms, state d = 12 118.8 -> 111.4 ms. Square 16384 is left to cuBLAS: 322-429
-#: ms fused on different machines against a steady 336-345 (the GPU sits at its 700 W cap during
-#: the INT8 products, SM clocks 1320-1590 MHz, and the fused kernel's rate follows it).
+#: T = 0): square 8192 52.5 -> 50.4 ms, state d = 12 118.8 -> 111.4 ms. Square 16384 is left to
+#: cuBLAS: 322-429 ms fused on different machines against a steady 336-345 (the GPU sits at its
+#: 700 W cap during the INT8 products, SM clocks 1320-1590 MHz, and the fused kernel's rate
+#: follows it).
 FUSED_MAX_K = 8192
 #: Largest padded K for which the default fused products take the direct form (4 products,
 #: B in 2 residue planes, an epilogue of two reductions) instead of Karatsuba's (3 products).

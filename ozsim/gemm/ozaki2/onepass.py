@@ -24,10 +24,9 @@ Two kernels:
   5, 6`` paired, :func:`ozsim.gemm._mma_gate.paired_fragments`: at 6 12 KiB a modulus instead
   of 16, as many moduli in shared memory as fit beside B's residues, 12 of 15 on an H100 or
   H200, the others read from global memory: :data:`_PAIRED_QUBITS`), one INT8 product per
-  modulus, the CRT
-  sums in FP64 (``2 L`` multiply-adds an amplitude and modulus, each residue entering as ``256 +
-  u`` made by integer arithmetic, not the conversion unit; the quotient from the digit sums:
-  ``crt_gate.cuh``, CRT_CVT and Q_FROM_LIMBS; the larger part of the work).
+  modulus, the CRT sums in FP64 (``2 L`` multiply-adds an amplitude and modulus, each residue
+  entering as ``256 + u`` made by integer arithmetic, not the conversion unit; the quotient from
+  the digit sums: ``crt_gate.cuh``, CRT_CVT and Q_FROM_LIMBS; the larger part of the work).
   B enters the products in one of two forms:
 
   - ``d = 4..6`` (and ``N > 16``): B's residues of every modulus, ``N`` INT8 planes. For ``N <=
@@ -53,8 +52,8 @@ the issue slots 59-78% busy and no pipe above 45%, about 14 instructions a modul
 phases of a tile load different pipes (the split the integer and FP32 units and the tensor cores,
 the CRT sums the FP64 units), so the warp groups of a block run them apart. At d = 6 the GEMM
 path took 12.3x (9.2x padded to 7 qubits); in one pass, fusion takes QV-30 in 90 blocks of up to
-6 qubits
-(``benchmarks/RESULTS.md`` section 3: 4.23 s end to end, against the cuBLAS path's 3.31 s).
+6 qubits (``benchmarks/RESULTS.md`` section 3: 4.23 s end to end, against the cuBLAS path's 3.31
+s).
 """
 
 from __future__ import annotations
