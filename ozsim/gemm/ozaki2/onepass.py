@@ -59,7 +59,6 @@ s).
 from __future__ import annotations
 
 import functools
-from fractions import Fraction
 from pathlib import Path
 
 import cupy as cp
@@ -69,8 +68,9 @@ from ...errors import NonFiniteError
 from .. import _mma_gate
 from .._gpu import _sms, raw_module
 from .cuda import prepared_residues
-from .moduli import (LIMB_BITS, NORM_FRAC_BITS, byte_weight_words, crt_constants,
-                     offset_sum_start, quotient_weights, split_offsets, symmetric_powers)
+from .gate_tables import PIECE_BITS as _PIECE_BITS
+from .gate_tables import upload_tables
+from .moduli import LIMB_BITS, NORM_FRAC_BITS, crt_constants
 
 __all__ = ["MAX_QUBITS", "apply"]
 
@@ -103,10 +103,6 @@ _MMA_THREADS = 512
 _PLANE_PAD = 4
 #: Largest gate of the CUDA-core kernel (registers: 2 * 2**d * NPIECE pieces, 2**d (L + 1) sums).
 MAX_SCALAR_QUBITS = 2
-#: Bits of the pieces a state scalar's integer is cut into (``crt_gate.cuh``: below 8 pieces,
-#: a residue's FP32 sum of pieces times weights stays under 2**22).
-_PIECE_BITS = 12
-_MAGIC32 = 3 << 22  # 1.5 * 2**23
 #: Gates whose tensor-core kernel takes B as byte digits (one INT8 plane for every modulus, the
 #: residues folded into A: ``crt_gate_mma.cu``, DIGITS), for ``gB <= 62`` (``N <= 16``).
 DIGIT_QUBITS = frozenset({3})
@@ -114,28 +110,12 @@ _DIGITS, _DIGIT_BITS, _DIGIT_MAX_BITS = 8, 8, 62
 _KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 _SOURCE = _KERNELS / "crt_gate.cu"
 _MMA_SOURCE = _KERNELS / "crt_gate_mma.cu"
-_MEMCPY_D2D, _MEMCPY_H2D = 3, 1
+_MEMCPY_D2D = 3
 
 
 def _num_pieces(bits_b: int) -> int:
     """Pieces of ``_PIECE_BITS`` bits that hold a state scalar's integer, ``|v| <= 2**bits_b``."""
     return -(-(bits_b + 1) // _PIECE_BITS)
-
-
-def _inverse_rounded_up(p: int) -> np.float32:
-    """The least float32 at or above ``1/p``."""
-    ip = np.float32(1) / np.float32(p)
-    return ip if Fraction(float(ip)) >= Fraction(1, p) else np.nextafter(ip, np.float32(1))
-
-
-def _c1s_table(moduli, offset) -> np.ndarray:
-    """``mod_pc`` of ``crt_gate.cuh`` (C1S_TABLE): per modulus ``p`` and ``residue_double``'s
-    ``c1s = (c1 << 12) + 0x40700000`` with ``c1 = OFF + 0x4B000000 p - 0x4B400000``, mod 2**32."""
-    out = []
-    for p, off in zip(moduli, offset):
-        c1 = (off + 0x4B000000 * p - 0x4B400000) % (1 << 32)
-        out += [p, ((c1 << 12) + 0x40700000) % (1 << 32)]
-    return np.array(out, dtype=np.uint32)
 
 
 def _digits(d: int, plan) -> bool:
@@ -181,22 +161,7 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
         f"-DDIGITS={int(digits)}", f"-DINT_PIECES={int(int_pieces)}",
         f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}")
         + ((f"-DMPT={_SPLIT_MEMBERS[d]}",) if d in _SPLIT_MEMBERS else ()) + paired)
-    p = np.array(const.moduli, dtype=np.float32)
-    w = symmetric_powers(const.moduli, _PIECE_BITS, npieces).astype(np.float32)
-    offset = [m * -(-(1 << 21) // m) for m in const.moduli]  # least multiple of p >= 2**21
-    tables = {"mod_p": p, "mod_ip": (np.float32(1) / p).astype(np.float32),
-              "mod_ipu": np.array([_inverse_rounded_up(m) for m in const.moduli], np.float32),
-              "mod_moff": np.array([_MAGIC32 - o for o in offset], np.float32), "mod_w": w,
-              "crt_invp": const.inv_p, "crt_m": const.limbs_M, "crt_big_p": const.limbs_P,
-              "crt_start": offset_sum_start(num_moduli),
-              "mod_pc": _c1s_table(const.moduli, offset),
-              "mod_soff": split_offsets(const.moduli),
-              "mod_wd": byte_weight_words(const.moduli),
-              "crt_qw": quotient_weights(num_moduli)}
-    for name, host in tables.items():
-        host = np.ascontiguousarray(host)
-        cp.cuda.runtime.memcpy(mod.get_global(name).ptr, host.ctypes.data, host.nbytes,
-                               _MEMCPY_H2D)
+    upload_tables(mod, num_moduli, npieces)
     return mod
 
 
