@@ -447,6 +447,64 @@ def test_gathered_matrix_equals_permuted_copy(n, d, seed, monkeypatch):
         assert cp.array_equal(got, zgemm(gate, ref, backend=backend, T=0.0)), backend
 
 
+@pytest.mark.parametrize("k", [32, 128, 512])
+@pytest.mark.parametrize("num_moduli, bits, rounding", [(2, 20, True), (8, 47, False),
+                                                        (15, 62, True), (16, 58, True)])
+def test_residues_on_tensor_cores_equal_analysis_and_residues(k, num_moduli, bits, rounding):
+    """kernels/crt_residues_tc.cu (B's analysis and residues in one read) gives the norm
+    exponents of analyse and the bytes of residues_gpu (planes [Re, Im], padding rows zero),
+    strided (rows contiguous, or adjacent in memory: the staged form) and through offset
+    tables, on Ozaki's inputs with phi = 4, zero rows, a row of one nonzero and integers at
+    2**bits; NaN sets its flag."""
+    rng = np.random.default_rng(k + num_moduli)
+    rows, ra = 37, 40
+    x = ozaki_matrix(rng, rows, k, 4.0)
+    x[3] = 0
+    x[5] = 0
+    x[5, 7] = -2.5e-300 + 1e-310j
+    x[9, :] = 2.0**bits
+    xd = cp.asarray(x)
+    f_ref = _cuda_crt.analyse(xd)
+    want = _cuda_crt.residues_gpu(xd, f_ref, bits, num_moduli, weighted=False, kpad=k,
+                                  rows_alloc=ra, rounding=rounding, planes=2)
+    # the same matrix through offset tables (a GatheredMatrix of B = X.T)
+    buf = cp.ascontiguousarray(xd.T).ravel()
+    b = _cuda_crt.GatheredMatrix(buf, cp.arange(k, dtype=cp.int64) * rows,
+                                 cp.arange(rows, dtype=cp.int64), (rows, 1))
+    assert _cuda_crt.residues_tc_fits(k, num_moduli, bits)
+    for xx in (xd, cp.asfortranarray(xd), b.T):
+        f = cp.full(rows, -99, dtype=cp.int32)
+        out = cp.full((num_moduli, 2, ra, k), 77, dtype=cp.int8)
+        flag = cp.zeros(1, dtype=cp.uint64)
+        _cuda_crt.residues_tc(xx, f, bits, num_moduli, rows_alloc=ra, rounding=rounding,
+                              out=out, flag=flag)
+        assert cp.array_equal(f, f_ref), type(xx)
+        assert cp.array_equal(out, want), type(xx)
+        assert int(flag.get()[0]) == 0
+    xd[11, 3] = np.nan
+    flag = cp.zeros(1, dtype=cp.uint64)
+    _cuda_crt.residues_tc(xd, f, bits, num_moduli, rows_alloc=ra, rounding=rounding, out=out,
+                          flag=flag)
+    assert int(flag.get()[0]) == 1
+
+
+def test_gemm_path_takes_the_tensor_core_residues(monkeypatch):
+    """int8_crt_zgemm_gpu uses crt_residues_tc for B where it fits (here k = 128, 15 moduli),
+    with the same bits as the CPU, over several column blocks; NaN in B still raises."""
+    calls = []
+    real = _cuda_crt.residues_tc
+    monkeypatch.setattr(_cuda_crt, "residues_tc",
+                        lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    a, b = _pair(8, 128, 128, 3000, 1.0)
+    ref = zgemm(a, b, backend="int8-crt15")
+    got = zgemm(cp.asarray(a), cp.asarray(b), backend="int8-crt15", workspace_bytes=2_000_000)
+    assert calls and _cuda_crt.last_stats["blocks"] > 1
+    assert np.array_equal(got.get(), ref)
+    b[100, 2999] = np.inf
+    with pytest.raises(NonFiniteError, match="NaN or Inf"):
+        zgemm(cp.asarray(a), cp.asarray(b), backend="int8-crt15")
+
+
 @pytest.mark.parametrize("backend", ["int8-crt-auto", "int8-crt15"])
 def test_simulator_gathered_equals_copy(backend, monkeypatch, gathered_calls):
     """A brickwork circuit of 7-qubit gates on 15 qubits (the GEMM path: every gate needs a

@@ -55,6 +55,8 @@ OPTIONS = {
     "gemm/kernels/crt_gate_mma.cu": ["-std=c++17", *_CRT, "-DGATE_QUBITS=4", "-DNMOD=16",
                                      "-DNLIMB=4"],
     "gemm/kernels/pauli_expectation.cu": ["-std=c++17"],
+    "gemm/kernels/crt_residues_tc.cu": ["-std=c++17", *_CRT, "-DGATE_QUBITS=7", "-DNMOD=15",
+                                        "-DNLIMB=3"],
 }
 #: Further variants compiled as well (compile-time branches the first variant does not take).
 MORE_OPTIONS = {
@@ -83,6 +85,10 @@ MORE_OPTIONS = {
                                      ["-std=c++17", *_CRT, "-DGATE_QUBITS=4", "-DNMOD=15",
                                       "-DNLIMB=3", "-DINT_PIECES=1", "-DTC_SPLIT=0",
                                       "-DC1S_TABLE=1", "-DSIGNED_MAGIC=0"]],
+    "gemm/kernels/crt_residues_tc.cu": [["-std=c++17", *_CRT, "-DGATE_QUBITS=9", "-DNMOD=16",
+                                         "-DNLIMB=4", "-DROUND=0", "-DTAB=1", "-DROWFAST=1"],
+                                        ["-std=c++17", *_CRT, "-DGATE_QUBITS=5", "-DNMOD=2",
+                                         "-DNLIMB=1", "-DROWFAST=1"]],
     "gemm/kernels/int8_gate_mma.cu": [["-std=c++17", "-DGATE_QUBITS=5", "-DSPLITS=9", "-DWGMMA=1",
                                        "-DTHREADS=128"],
                                       ["-std=c++17", "-DGATE_QUBITS=6", "-DSPLITS=8", "-DWGMMA=1",

@@ -28,6 +28,12 @@ residues      ``crt_residues32`` (``kernels/residues32.cu``; plans keeping <= 70
               the direct form's planes) of **all** N moduli, K-major, zero-padded:
               ``(N, planes, rows_p, kpad)``. A's residues (CRT weights folded in) are cached on the
               :class:`~ozsim.gemm.ozaki2.PreparedCRTOperand`; B's are made per column block.
+analyse +     :func:`residues_tc` (``ozsim/gemm/kernels/crt_residues_tc.cu``), where
+residues      :func:`residues_tc_fits` (``k = 32..512``: the state-vector gates of 7 to 9
+              qubits; the direct form's planes, at most 16 moduli, ``g <= 62``): B's analysis
+              and residues in one read of B, a warp a row, the residues from each scalar's 8
+              balanced bytes by INT8 products on the tensor cores (the one-pass gates'
+              TC_SPLIT): the same integers and bytes.
 INT8 GEMMs    per modulus three ``cublasGemmEx`` INT8 -> INT32 "TN" products (Karatsuba
               ``T1 = Ar Br``, ``T2 = Ai Bi``, ``T3 = (Ar+Ai)(Br+Bi)``) through
               :func:`ozsim.gemm._gpu.gemm_tn_long`: ``cublasGemmEx`` in pieces of ``K <= 8192``
@@ -80,6 +86,7 @@ from ...errors import NonFiniteError
 from .. import _gpu
 from .._gpu import raw_module
 from . import wgmma as _crt_wgmma
+from .gate_tables import upload_tables
 from .moduli import (LIMB_BITS, NORM_FRAC_BITS, crt_constants, offset_sum_start,
                      quotient_weights)
 
@@ -90,6 +97,7 @@ __all__ = ["GatheredMatrix", "analyse", "analyse_launch",
 _THREADS = _gpu._THREADS
 #: The CUDA sources of the stages (package data: ``kernels/*.cu``, ``kernels/*.cuh``).
 _KERNELS = Path(__file__).parent / "kernels"
+_GATE_KERNELS = Path(__file__).parent.parent / "kernels"  # (the one-pass gates' files)
 #: ``-D`` options of every scheme II module (``kernels/crt_common.cuh``): the scheme's constants.
 _CONSTANTS = (f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}")
 
@@ -530,6 +538,75 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
     return out
 
 
+#: Inner dimensions (``2**d``) of :func:`residues_tc`.
+RESIDUES_TC_K = (32, 64, 128, 256, 512)
+_RES_TC_THREADS = 256
+_RES_TC_MAX_BITS = 62
+
+
+def residues_tc_fits(k: int, num_moduli: int, bits_b: int) -> bool:
+    """Whether :func:`residues_tc` takes B's analysis and residues for inner dimension ``k``
+    and a plan of ``num_moduli`` moduli keeping ``bits_b`` bits: ``k`` in
+    :data:`RESIDUES_TC_K` (a warp a row), at most 16 moduli (one m16n8k32 product's rows),
+    integers below ``2**62`` (8 balanced bytes), compute capability 8.0 (``mma.sync``)."""
+    return (k in RESIDUES_TC_K and num_moduli <= 16 and bits_b <= _RES_TC_MAX_BITS
+            and int(cp.cuda.Device().compute_capability) >= 80)
+
+
+_res_tc_kernels: dict = {}
+
+
+def _residues_tc_kernel(d: int, num_moduli: int, rounding: bool, tab: bool, rowfast: bool):
+    """``crt_residues_tc`` (``ozsim/gemm/kernels/crt_residues_tc.cu``) for these options, its
+    ``crt_gate.cuh`` tables filled, and its dynamic shared memory in bytes (the staged rows of
+    ``-DROWFAST``); once per device and options."""
+    key = (d, num_moduli, rounding, tab, rowfast, cp.cuda.Device().id)
+    hit = _res_tc_kernels.get(key)
+    if hit is None:
+        mod = raw_module(_GATE_KERNELS / "crt_residues_tc.cu", (
+            "-std=c++17", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
+            f"-DROUND={int(rounding)}", f"-DNLIMB={crt_constants(num_moduli).num_limbs}",
+            f"-DTAB={int(tab)}", f"-DROWFAST={int(rowfast)}", *_CONSTANTS))
+        upload_tables(mod, num_moduli)
+        kernel = mod.get_function("crt_residues_tc")
+        smem = 16 * (1 << d) * (_RES_TC_THREADS // 32) if rowfast else 0
+        if kernel.max_dynamic_shared_size_bytes < smem:  # (above 48 KiB a kernel must ask)
+            kernel.max_dynamic_shared_size_bytes = smem
+        hit = _res_tc_kernels[key] = (kernel, smem)
+    return hit
+
+
+def residues_tc(x, f_out, bits: int, num_moduli: int, *, rows_alloc: int, rounding: bool,
+                out, flag) -> None:
+    """B's norm exponents and INT8 residues in one read of B, the residues on the INT8 tensor
+    cores (``ozsim/gemm/kernels/crt_residues_tc.cu``): the integers of :func:`analyse_launch`
+    and the bytes of :func:`residues_gpu` with ``planes=2`` (the direct form's ``[Re, Im]``),
+    from one kernel instead of two, each reading B.
+
+    Where :func:`residues_tc_fits`. H200, N = 30, ``int8-crt-auto`` T = 0 through
+    ``StateVector.apply`` (the analysis and the residues 2.6-3.4 times the copy floor together,
+    this kernel 2.2-2.9): 8.7-9.6x -> 8.3-9.0x the floor at d = 7, 10.3-10.7x -> 9.9-10.8x at
+    8, 12.9-13.9x -> 12.5-13.2x at 9.
+
+    Args:
+        x (cupy.ndarray | GatheredMatrix): ``X = B.T``, ``(rows, k)`` complex128, any strides.
+        f_out (cupy.ndarray): ``(rows,)`` int32, B's column norm exponents (written).
+        bits, num_moduli, rounding: the plan's ``bits_b``, ``N`` and rounding.
+        rows_alloc: stored rows of ``out`` (``>= rows``; the padding rows get zeros).
+        out (cupy.ndarray): ``(num_moduli, 2, rows_alloc, k)`` int8 (written).
+        flag (cupy.ndarray): ``(1,)`` uint64, set to 1 on NaN/Inf in X (:func:`settle`).
+    """
+    rows, k = x.shape
+    sr, sc, roff, koff = _geometry(x)
+    rowfast = abs(sr) <= abs(sc)  # (rows adjacent in memory: staged, whole lines a load)
+    kernel, smem = _residues_tc_kernel(k.bit_length() - 1, num_moduli, rounding,
+                                       isinstance(x, GatheredMatrix), rowfast)
+    blocks = _gpu.persistent_grid(kernel, _RES_TC_THREADS, smem, -(-rows_alloc // 8))
+    kernel((blocks,), (_RES_TC_THREADS,),
+           (_data(x), np.int64(rows), np.int64(rows_alloc), np.int64(sr), np.int64(sc), roff,
+            koff, np.int32(bits), f_out, out, flag), shared_mem=smem)
+
+
 def _residue_items(x, rows_alloc: int, kpad: int) -> tuple:
     """``(sr, sc, roff, koff, qb, total)`` of the residue kernels on ``x`` ``(rows, k)``:
     :func:`_geometry`, chunks per warp row (0: rows contiguous along k, adjacent threads take
@@ -716,7 +793,17 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
     m, k = prep.shape
     n = b.shape[1]
     N, ga, gb = plan.num_moduli, plan.bits_a, plan.bits_b
-    if b_exponents is None:  # one sync: B's counters and A's pending ones (NaN/Inf checks)
+    form, pa, pb, kpad = _layout(k, prep.is_real)
+    # B's analysis and residues in one read (kernels/crt_residues_tc.cu) where it fits: the same
+    # integers and bytes; its NaN/Inf flag is read after the products
+    tc = (b_exponents is None and pb == 2 and m > 0 and n > 0 and kpad == k
+          and residues_tc_fits(k, N, gb))
+    flag_b = None
+    if tc:
+        b_exponents = cp.empty(n, dtype=cp.int32)
+        flag_b = cp.zeros(1, dtype=cp.uint64)
+        settle(prep)
+    elif b_exponents is None:  # one sync: B's counters and A's pending ones (NaN/Inf checks)
         b_exponents, acc_b = analyse_launch(b.T)
         settle(prep, acc_b)
     elif getattr(prep, "_pending", None) is not None:
@@ -725,7 +812,6 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         out = cp.empty((m, n), dtype=cp.complex128)
     if m == 0 or n == 0:
         return out
-    form, pa, pb, kpad = _layout(k, prep.is_real)
     fused = form > 0
     mp = _pad4(m)
     # B residues, INT32 planes (not with the fused products), UINT8 u
@@ -746,8 +832,12 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         bj, fj, oj = (b, b_exponents, out) if nbj == n else (
             b[:, j0 : j0 + nbj], b_exponents[j0 : j0 + nbj], out[:, j0 : j0 + nbj])
         with _gpu._stage("residues_b"):
-            residues_gpu(bj.T, fj, gb, N, weighted=False, kpad=kpad, rows_alloc=nbpj,
-                         rounding=plan.rounding, out=bres, planes=pb)
+            if tc:
+                residues_tc(bj.T, fj, gb, N, rows_alloc=nbpj, rounding=plan.rounding,
+                            out=bres, flag=flag_b)
+            else:
+                residues_gpu(bj.T, fj, gb, N, weighted=False, kpad=kpad, rows_alloc=nbpj,
+                             rounding=plan.rounding, out=bres, planes=pb)
         if a_res is None:  # after B's first residues: the GPU runs them while the host sets up
             a_res = prepared_residues(prep, ga, N, kpad, plan.rounding, planes=pa)
             planes = None if fused else cp.empty((3, mp, nbp), dtype=cp.int32)
@@ -775,6 +865,8 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
             _products_cublas(handle, a_res, bres, planes, uj, const.moduli, m, kpad,
                              prep.is_real)
         _finish(finish_k, uj, m, nbj, ld, cst, prep, fj, ga + gb, oj, so_r, so_c)
+    if flag_b is not None:
+        settle(None, flag_b)
     return out
 
 

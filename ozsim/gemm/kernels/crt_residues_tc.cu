@@ -1,0 +1,211 @@
+// Scheme II's GEMM path (ozsim.gemm.ozaki2.cuda.residues_tc, for int8_crt_zgemm_gpu): B's
+// analysis and residues in one read of B, the residues made on the INT8 tensor cores; for the
+// state-vector gates of 7 to 9 qubits, whose B is the state viewed through the target qubits.
+//
+// The GEMM path read B twice before its products: the analysis (crt_analyse_tile: each row's
+// norm exponent f, ozaki2.norm_exponents) and the residues (residues32.cu: per scalar 5 balanced
+// FP64 pieces, then per modulus 5 FP32 multiply-adds and a reduction). Here one warp takes a
+// whole row of X = B.T at a time (an amplitude group; its k = 2**d columns the members), K / 32
+// members a lane, held in registers:
+//   1. e, the frexp exponent of the row's largest |Re|, |Im| (0 for a zero row), and NaN/Inf
+//      (*flag = 1), by warp shuffles;
+//   2. S, the exact sum of the squares of ceil(|x| 2**(NFRAC - e)) (integers below 2**53: any
+//      order), and f = e - NFRAC + ceil(bl(S) / 2), written to f_out: the analysis's integers;
+//   3. per round, each lane's scalar's integer v = rnd(ldexp(x, gb - f)) as 8 balanced bytes,
+//      and four m16n8k32 products with the constant weights 2**(8 i) mod p of every modulus
+//      (the one-pass kernel's TC_SPLIT, crt_gate_mma.cu): R = v mod p_l, |R| <= 2**17, reduced
+//      to the symmetric residue by residue_byte (crt_gate.cuh). Lane (g, t) gets moduli g and
+//      g + 8 of the members of lanes 8 t + 0..7, two words of 4 consecutive members each,
+//      stored as one 8-byte word of plane [l][part] (planes [Re, Im], the direct form of
+//      ozsim.gemm.ozaki2.wgmma.gemm_mod): the same bytes as residues32.cu's (the symmetric
+//      residue is unique; 128 and -128 of p = 256 share the byte 0x80).
+// Rows ra > r >= rows (the padding of the planes) get zeros. The scalings by 2**(NFRAC - e) and
+// 2**(gb - f) are one multiplication a scalar where the power of 2 is a normal double (a branch
+// per row, not per scalar), else ldexp: the same values.
+//
+// Options: -DGATE_QUBITS=d (5..9: 1..16 members a lane), -DNMOD=N (<= 16), -DROUND=0|1, the
+// scheme's constants -DNFRAC -DLBITS; -DTAB=1: X through offset tables (roff, koff), else
+// element strides (sr, sc); -DROWFAST=1 where X's rows are adjacent in memory (the targets are
+// high bits): a block's 8 rows pass through shared memory (dynamic, 16 K 8 bytes), so that each
+// load takes whole 128-byte lines (a warp's own row would touch a line a lane). Needs |v| <=
+// 2**62 (gb <= 62) and crt_gate.cuh's tables mod_p, mod_ipu, mod_soff, mod_wd
+// (ozsim.gemm.ozaki2.gate_tables.upload_tables).
+#define INT_PIECES 1
+#include "crt_gate.cuh"
+#if K < 32 || K > 512
+#error "crt_residues_tc: 32 <= 2**d <= 512"
+#endif
+#if NMOD > 16
+#error "crt_residues_tc: at most 16 moduli (the rows of one m16n8k32 product)"
+#endif
+#ifndef TAB
+#define TAB 0
+#endif
+#define MPL (K / 32)  // members a lane
+#define RES_THREADS 256
+#define RPB (RES_THREADS / 32)  // rows a block at a time (a warp each)
+#ifndef MINB  // blocks an SM the registers must allow: 2 (128 registers; H200, N = 30, 15
+#define MINB 2  // moduli, the GEMM path's whole gate: 3 was level at d = 7 and 0.2-0.5x the
+#endif          // copy floor slower at 8, 1.6-2x at 9, where it spills)
+#ifndef ROWFAST
+#define ROWFAST 0
+#endif
+
+__device__ __forceinline__ void mma_s8_tc(int (&c)[4], const uint4& a, unsigned b0, unsigned b1)
+{
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+// The exact sum of the squares of ceil(|x| 2**sh) over a lane's members (FAST: 2**sh is a
+// normal double, one multiplication a scalar; else ldexp)
+template <bool FAST>
+__device__ __forceinline__ double square_sum(const double2 (&v)[MPL], int sh)
+{
+    const double scale = pow2(FAST ? sh : 0);
+    double s = 0.0;
+#pragma unroll
+    for (int i = 0; i < MPL; ++i) {
+        const double qr = ceil(FAST ? fabs(v[i].x) * scale : ldexp(fabs(v[i].x), sh));
+        const double qi = ceil(FAST ? fabs(v[i].y) * scale : ldexp(fabs(v[i].y), sh));
+        s += qr * qr;  // exact: integers, |q| <= 2**13
+        s += qi * qi;
+    }
+    return s;
+}
+
+// Step 3 for one row: per round a scalar a lane, v = rnd(x 2**sh) (FAST: one multiplication,
+// else ldexp: the same values), its residues of every modulus, and lane (g, tq)'s two 8-byte
+// stores (members 32 i + 8 tq + 0..7 of moduli g and g + 8, plane [l][part]; dst: row r's
+// first byte of plane [0][0] plus 8 tq)
+template <bool FAST>
+__device__ __forceinline__ void row_residues(const double2 (&v)[MPL], int sh,
+                                             const uint4 (&tc_a)[4], float rs0, float ru0,
+                                             unsigned rpi0, float rs1, float ru1, unsigned rpi1,
+                                             int g, long long ps, signed char* dst)
+{
+    const double scale = pow2(FAST ? sh : 0);
+#pragma unroll
+    for (int part = 0; part < 2; ++part)
+#pragma unroll
+        for (int i = 0; i < MPL; ++i) {
+            const double xv = part ? v[i].y : v[i].x;
+            const double y = FAST ? xv * scale : ldexp(xv, sh);  // (as ldexp: exact here)
+            const long long vi = ROUND ? __double2ll_rn(y) : __double2ll_rz(y);
+            unsigned lo, hi;
+            balanced_bytes(vi, lo, hi);  // (|vi| <= 2**62)
+            int c[4][4];
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+                c[t][0] = c[t][1] = c[t][2] = c[t][3] = 0x4B400000;
+                mma_s8_tc(c[t], tc_a[t], lo, hi);
+            }
+            unsigned wd[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {  // (row g, col 2 tq), (g, 2 tq + 1), (g + 8, ..)
+                const float rs = q < 2 ? rs0 : rs1, ru = q < 2 ? ru0 : ru1;
+                const unsigned rpi = q < 2 ? rpi0 : rpi1;
+                float rr[4];
+#pragma unroll
+                for (int t = 0; t < 4; ++t)
+                    rr[t] = __uint_as_float(residue_byte(c[t][q], rs, ru, rpi));
+                wd[q] = pack_low_bytes(rr[0], rr[1], rr[2], rr[3]);
+            }
+            signed char* d = dst + 32 * i + part * ps;
+            if (g < NMOD)
+                *reinterpret_cast<uint2*>(d + (long long)g * 2 * ps) = make_uint2(wd[0], wd[1]);
+            if (g + 8 < NMOD)
+                *reinterpret_cast<uint2*>(d + (long long)(g + 8) * 2 * ps) =
+                    make_uint2(wd[2], wd[3]);
+        }
+}
+
+extern "C" __global__ void __launch_bounds__(RES_THREADS, MINB)
+crt_residues_tc(const double2* __restrict__ x, long long rows, long long ra, long long sr,
+                long long sc, const long long* __restrict__ roff,
+                const long long* __restrict__ koff, int gb, int* __restrict__ f_out,
+                signed char* __restrict__ out, unsigned long long* __restrict__ flag)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+    // the residue products' constant A operand (TC_SPLIT): W's rows g and g + 8 in k columns
+    // 4 t..4 t + 3 and 16 + 4 t.. of product t where t = tq, else zeros
+    uint4 tc_a[4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+        tc_a[t] = t == tq ? make_uint4(mod_wd[2 * g], mod_wd[2 * g + 16], mod_wd[2 * g + 1],
+                                       mod_wd[2 * g + 17])
+                          : make_uint4(0u, 0u, 0u, 0u);
+    const int row0 = g < NMOD ? g : NMOD - 1, row1 = g + 8 < NMOD ? g + 8 : NMOD - 1;
+    const float rs0 = mod_soff[row0], ru0 = mod_ipu[row0], rs1 = mod_soff[row1],
+                ru1 = mod_ipu[row1];
+    const unsigned rpi0 = (unsigned)mod_p[row0], rpi1 = (unsigned)mod_p[row1];
+    const long long ps = ra * K;  // bytes a plane
+    int bad = 0;
+#if ROWFAST
+    // rows adjacent in memory: the block's 8 rows staged in shared memory, each load
+    // instruction 4 members of the 8 rows (four whole 128-byte lines)
+    extern __shared__ double2 tile_smem[];  // [RPB][K]: 16 K RPB bytes (dynamic: 64 KiB at d = 9)
+    double2 (*tile)[K] = reinterpret_cast<double2 (*)[K]>(tile_smem);
+    const int srow = threadIdx.x & (RPB - 1), smem0 = threadIdx.x / RPB;
+    for (long long r0 = (long long)blockIdx.x * RPB; r0 < ra; r0 += (long long)gridDim.x * RPB) {
+        const long long rs = r0 + srow;
+        __syncthreads();  // (the last tile's rows are read)
+#pragma unroll
+        for (int j = 0; j < K / (RES_THREADS / RPB); ++j) {
+            const long long kk = smem0 + (RES_THREADS / RPB) * j;
+            tile[srow][kk] = rs < rows ? x[TAB ? roff[rs] + koff[kk] : rs * sr + kk * sc]
+                                       : make_double2(0.0, 0.0);
+        }
+        __syncthreads();
+        const long long r = r0 + (threadIdx.x >> 5);
+        if (r >= ra) continue;
+        const bool valid = r < rows;
+        double2 v[MPL];
+#pragma unroll
+        for (int i = 0; i < MPL; ++i) v[i] = tile[threadIdx.x >> 5][32 * i + lane];
+#else
+    const long long warps = (long long)gridDim.x * RPB;
+    for (long long r = (long long)blockIdx.x * RPB + (threadIdx.x >> 5); r < ra; r += warps) {
+        const bool valid = r < rows;
+        double2 v[MPL];
+#pragma unroll
+        for (int i = 0; i < MPL; ++i) {
+            const long long kk = 32 * i + lane;
+            v[i] = valid ? x[TAB ? roff[r] + koff[kk] : r * sr + kk * sc]
+                         : make_double2(0.0, 0.0);
+        }
+#endif
+        // 1. e and NaN/Inf
+        double mx = 0.0;
+#pragma unroll
+        for (int i = 0; i < MPL; ++i) {
+            bad |= !(fabs(v[i].x) <= 1.7976931348623157e308) |
+                   !(fabs(v[i].y) <= 1.7976931348623157e308);
+            mx = fmax(mx, fmax(fabs(v[i].x), fabs(v[i].y)));
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        int e;
+        frexp(mx, &e);  // (0 for a zero row)
+        // 2. S and f (2**(NFRAC - e) a normal double unless e < -1009)
+        double s = NFRAC - e <= 1023 ? square_sum<true>(v, NFRAC - e)
+                                     : square_sum<false>(v, NFRAC - e);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        int bl;
+        frexp(s, &bl);
+        const int f = s > 0.0 ? e - NFRAC + (bl + 1) / 2 : 0;
+        if (valid && lane == 0) f_out[r] = f;
+        // 3. the residues, a scalar a lane a round
+        const int sh = gb - f;
+        signed char* dst = out + r * K + 8 * tq;
+        if (sh >= -1022 && sh <= 1023)
+            row_residues<true>(v, sh, tc_a, rs0, ru0, rpi0, rs1, ru1, rpi1, g, ps, dst);
+        else
+            row_residues<false>(v, sh, tc_a, rs0, ru0, rpi0, rs1, ru1, rpi1, g, ps, dst);
+    }
+    if (__any_sync(0xffffffffu, bad) && lane == 0) *flag = 1ull;
+}
