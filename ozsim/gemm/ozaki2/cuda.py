@@ -171,14 +171,37 @@ _FINISH_OPTS = {3: ["-DFINISH_PARTS=1", "-DFINISH_BLOCKS=3"],
 _ANALYSE_PASSES = ("crt_scan", "crt_sumsq", "crt_fin", "crt_col_sumsq")
 
 
+#: ``crt_finish`` reads its constants from the constant bank (``finish.cu``, FINISH_CONST; filled
+#: once per module by :func:`_finish_kernel`), not from shared memory. H200, N = 30, 15 moduli,
+#: the GEMM path's reconstruction stage at d = 7 / 8 / 9: 2.46-2.53 / 2.51-2.56 / 2.89-3.12 ->
+#: 2.27-2.38 / 2.27-2.32 / 2.45-2.55 times the copy floor (same bits).
+FINISH_CONST = True
+
+
 def _finish_options(num_moduli: int) -> tuple[str, ...]:
-    """``crt_finish``'s options for ``num_moduli`` moduli: ``-DNMODC``, ``-DNLIMBC`` and the pass
-    structure of :data:`_FINISH_OPTS` (none for 0: the file's defaults)."""
+    """``crt_finish``'s options for ``num_moduli`` moduli: ``-DNMODC``, ``-DNLIMBC``, the pass
+    structure of :data:`_FINISH_OPTS` and :data:`FINISH_CONST` (none for 0: the file's
+    defaults)."""
     if not num_moduli:
         return ()
     limbs = crt_constants(num_moduli).num_limbs
     return (f"-DNMODC={num_moduli}", f"-DNLIMBC={limbs}",
-            *_FINISH_OPTS.get(limbs, ["-DFINISH_PARTS=2"]))
+            *_FINISH_OPTS.get(limbs, ["-DFINISH_PARTS=2"]),
+            f"-DFINISH_CONST={int(FINISH_CONST)}")
+
+
+def _finish_kernel(num_moduli: int):
+    """``crt_finish`` for ``num_moduli`` moduli, with its constant bank filled (FINISH_CONST:
+    the values :func:`_crt_constants_gpu` passes otherwise), once per module."""
+    opts = _CONSTANTS + _finish_options(num_moduli)
+    key = ("finish_cst", opts, cp.cuda.Device().id)
+    if FINISH_CONST and key not in _const_cache:
+        host = np.ascontiguousarray(_crt_constants_gpu(num_moduli).get())
+        mod = raw_module(_KERNELS / "finish.cu", opts)
+        cp.cuda.runtime.memcpy(mod.get_global("finish_cst").ptr, host.ctypes.data, host.nbytes,
+                               1)  # (host to device)
+        _const_cache[key] = True
+    return _kernel("crt_finish", num_moduli=num_moduli)
 
 
 def _kernel(name: str, halves: int = 1, num_moduli: int = 0):
@@ -855,7 +878,7 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
                 handle = cp.cuda.device.get_cublas_handle()
                 _gpu.cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
                 _gpu.cublas.setPointerMode(handle, _gpu._POINTER_MODE_HOST)
-            finish_k = _kernel("crt_finish", num_moduli=N)
+            finish_k = _finish_kernel(N)
         ld = _pad16(nbj) if fused else nbpj
         uj = u.ravel()[: N * 2 * m * ld].reshape(N, 2, m, ld)
         if fused:

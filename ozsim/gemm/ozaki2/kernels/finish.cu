@@ -46,6 +46,14 @@
 #undef FINISH_PRELOAD
 #define FINISH_PRELOAD 0
 #endif
+#ifndef FINISH_CONST  // the constants from the constant bank (1: finish_cst, filled once per
+#define FINISH_CONST 0  // module by ozaki2.cuda._finish_kernel; uniform loads, no shared memory),
+#endif  // or staged in shared memory from cst (0). H200, N = 30, 15 moduli, d = 7 / 8 / 9:
+        // 2.46-2.53 / 2.51-2.56 / 2.89-3.12 -> 2.27-2.38 / 2.27-2.32 / 2.45-2.55 times the copy
+        // floor (ozaki2.cuda.FINISH_CONST); same bits
+#if FINISH_CONST
+__constant__ double finish_cst[NMODC * (NLIMBC + 1) + 3 * NLIMBC];
+#endif
 #if FINISH_PARTS == 1  // 3 blocks of 256 at <= 85 registers (no spills: 78-80)
 #define FINISH_BOUNDS __launch_bounds__(FINISH_THREADS, FINISH_BLOCKS)
 #else  // as measured before: no bounds (96 registers at N = 15, 128 at N = 16)
@@ -57,17 +65,21 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     int gsum, double2* __restrict__ out, long long so_r, long long so_c, long long i0)
 {
     constexpr int PP = FINISH_PARTS;
+#if FINISH_CONST
+    const double* sc = finish_cst;
+#else
     __shared__ double sc[NMODC * (NLIMBC + 1) + 3 * NLIMBC];
     const int ncst = NMODC * (NLIMBC + 1) + 3 * NLIMBC;
     for (int t = threadIdx.x; t < ncst; t += blockDim.x) sc[t] = cst[t];
     __syncthreads();
+#endif
     const long long i = i0 + blockIdx.y;
     const long long j0 = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
     if (j0 >= nb) return;
     // one part per pass: volatile, so that the constants are read where used, once per pass,
     // not hoisted out of the pass loop into registers (N (NLIMBC + 1) doubles would undo the
     // halved state); both parts in one pass: plain (volatile reads there took 222-254 registers)
-#if FINISH_PARTS == 1
+#if FINISH_PARTS == 1 && !FINISH_CONST
 #define FINISH_CV volatile
 #else
 #define FINISH_CV
