@@ -50,6 +50,10 @@
 #ifndef ROWFAST
 #define ROWFAST 0
 #endif
+#ifndef ASYNC  // every layout staged through shared memory, two tiles of rows in flight
+#define ASYNC 0  // (cp.async): H200, N = 30, 15 moduli, the GEMM path's whole gate, three target
+#endif           // sets a d: 8.70-9.18x against 8.31-8.99x the copy floor at d = 7, 9.62-10.49x
+                 // against 9.85-10.16x at 8, 12.60-13.20x against 12.62-12.84x at 9; same bits
 
 __device__ __forceinline__ void mma_s8_tc(int (&c)[4], const uint4& a, unsigned b0, unsigned b1)
 {
@@ -144,40 +148,8 @@ crt_residues_tc(const double2* __restrict__ x, long long rows, long long ra, lon
     const unsigned rpi0 = (unsigned)mod_p[row0], rpi1 = (unsigned)mod_p[row1];
     const long long ps = ra * K;  // bytes a plane
     int bad = 0;
-#if ROWFAST
-    // rows adjacent in memory: the block's 8 rows staged in shared memory, each load
-    // instruction 4 members of the 8 rows (four whole 128-byte lines)
-    extern __shared__ double2 tile_smem[];  // [RPB][K]: 16 K RPB bytes (dynamic: 64 KiB at d = 9)
-    double2 (*tile)[K] = reinterpret_cast<double2 (*)[K]>(tile_smem);
-    const int srow = threadIdx.x & (RPB - 1), smem0 = threadIdx.x / RPB;
-    for (long long r0 = (long long)blockIdx.x * RPB; r0 < ra; r0 += (long long)gridDim.x * RPB) {
-        const long long rs = r0 + srow;
-        __syncthreads();  // (the last tile's rows are read)
-#pragma unroll
-        for (int j = 0; j < K / (RES_THREADS / RPB); ++j) {
-            const long long kk = smem0 + (RES_THREADS / RPB) * j;
-            tile[srow][kk] = rs < rows ? x[TAB ? roff[rs] + koff[kk] : rs * sr + kk * sc]
-                                       : make_double2(0.0, 0.0);
-        }
-        __syncthreads();
-        const long long r = r0 + (threadIdx.x >> 5);
-        if (r >= ra) continue;
-        const bool valid = r < rows;
-        double2 v[MPL];
-#pragma unroll
-        for (int i = 0; i < MPL; ++i) v[i] = tile[threadIdx.x >> 5][32 * i + lane];
-#else
-    const long long warps = (long long)gridDim.x * RPB;
-    for (long long r = (long long)blockIdx.x * RPB + (threadIdx.x >> 5); r < ra; r += warps) {
-        const bool valid = r < rows;
-        double2 v[MPL];
-#pragma unroll
-        for (int i = 0; i < MPL; ++i) {
-            const long long kk = 32 * i + lane;
-            v[i] = valid ? x[TAB ? roff[r] + koff[kk] : r * sr + kk * sc]
-                         : make_double2(0.0, 0.0);
-        }
-#endif
+    // one row r (valid: r < rows; else a padding row, v zero) whose members this lane holds
+    auto row = [&](const double2 (&v)[MPL], long long r, bool valid) {
         // 1. e and NaN/Inf
         double mx = 0.0;
 #pragma unroll
@@ -206,6 +178,81 @@ crt_residues_tc(const double2* __restrict__ x, long long rows, long long ra, lon
             row_residues<true>(v, sh, tc_a, rs0, ru0, rpi0, rs1, ru1, rpi1, g, ps, dst);
         else
             row_residues<false>(v, sh, tc_a, rs0, ru0, rpi0, rs1, ru1, rpi1, g, ps, dst);
+    };
+    const int warp = threadIdx.x >> 5;
+    const long long step = (long long)gridDim.x * RPB;
+#if ASYNC || ROWFAST
+    // the block's 8 rows staged in shared memory ([ASYNC + 1][RPB][K] double2, dynamic), each
+    // load instruction whole 128-byte lines: ROWFAST (rows adjacent in memory) 4 members of the
+    // 8 rows, else 32 members of one row
+    extern __shared__ double2 tile_smem[];
+    double2 (*tile)[RPB][K] = reinterpret_cast<double2 (*)[RPB][K]>(tile_smem);
+    const int lrow = ROWFAST ? threadIdx.x % RPB : threadIdx.x / 32;
+    const int lk0 = ROWFAST ? threadIdx.x / RPB : threadIdx.x % 32;
+    constexpr int LSTEP = ROWFAST ? RES_THREADS / RPB : 32, LOADS = K / LSTEP;
+#endif
+#if ASYNC
+    // two tiles in flight: tile t + 1's cp.async loads issued before tile t's rows are taken
+    auto issue = [&](long long r0, int buf) {
+        const long long rs = r0 + lrow;
+        const bool ok = rs < rows;
+#pragma unroll
+        for (int j = 0; j < LOADS; ++j) {
+            const long long kk = lk0 + LSTEP * j;
+            const double2* src = ok ? x + (TAB ? roff[rs] + koff[kk] : rs * sr + kk * sc) : x;
+            const unsigned dsts = (unsigned)__cvta_generic_to_shared(&tile[buf][lrow][kk]);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                         :: "r"(dsts), "l"(src), "r"(ok ? 16 : 0));  // (zeros past rows)
+        }
+    };
+    long long r0 = (long long)blockIdx.x * RPB;
+    if (r0 < ra) issue(r0, 0);
+    asm volatile("cp.async.commit_group;\n" ::);
+    for (int it = 0; r0 < ra; ++it, r0 += step) {
+        if (r0 + step < ra) issue(r0 + step, (it + 1) & 1);
+        asm volatile("cp.async.commit_group;\n" ::);
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // (this tile's group)
+        __syncthreads();
+        const long long r = r0 + warp;
+        if (r < ra) {
+            double2 v[MPL];
+#pragma unroll
+            for (int i = 0; i < MPL; ++i) v[i] = tile[it & 1][warp][32 * i + lane];
+            row(v, r, r < rows);
+        }
+        __syncthreads();  // (the next iteration's loads overwrite tile it & 1 one tile later)
     }
+#elif ROWFAST
+    for (long long r0 = (long long)blockIdx.x * RPB; r0 < ra; r0 += step) {
+        const long long rs = r0 + lrow;
+        __syncthreads();  // (the last tile's rows are read)
+#pragma unroll
+        for (int j = 0; j < LOADS; ++j) {
+            const long long kk = lk0 + LSTEP * j;
+            tile[0][lrow][kk] = rs < rows ? x[TAB ? roff[rs] + koff[kk] : rs * sr + kk * sc]
+                                          : make_double2(0.0, 0.0);
+        }
+        __syncthreads();
+        const long long r = r0 + warp;
+        if (r < ra) {
+            double2 v[MPL];
+#pragma unroll
+            for (int i = 0; i < MPL; ++i) v[i] = tile[0][warp][32 * i + lane];
+            row(v, r, r < rows);
+        }
+    }
+#else
+    for (long long r = (long long)blockIdx.x * RPB + warp; r < ra; r += step) {
+        const bool valid = r < rows;
+        double2 v[MPL];
+#pragma unroll
+        for (int i = 0; i < MPL; ++i) {
+            const long long kk = 32 * i + lane;
+            v[i] = valid ? x[TAB ? roff[r] + koff[kk] : r * sr + kk * sc]
+                         : make_double2(0.0, 0.0);
+        }
+        row(v, r, valid);
+    }
+#endif
     if (__any_sync(0xffffffffu, bad) && lane == 0) *flag = 1ull;
 }

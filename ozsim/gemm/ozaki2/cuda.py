@@ -565,6 +565,12 @@ def residues_gpu(x, f, bits: int, num_moduli: int, *, weighted: bool, kpad: int,
 RESIDUES_TC_K = (32, 64, 128, 256, 512)
 _RES_TC_THREADS = 256
 _RES_TC_MAX_BITS = 62
+#: Inner dimensions at which :func:`residues_tc` stages every layout through shared memory with
+#: two tiles of rows in flight (``crt_residues_tc.cu``, ASYNC): none. H200, N = 30, 15 moduli,
+#: the whole gate, three target sets a d, against the form without: d = 7 8.70-9.18x against
+#: 8.31-8.99x the copy floor, 8 9.62-10.49x against 9.85-10.16x, 9 12.60-13.20x against
+#: 12.62-12.84x (same bits).
+RESIDUES_TC_ASYNC: frozenset = frozenset()
 
 
 def residues_tc_fits(k: int, num_moduli: int, bits_b: int) -> bool:
@@ -579,20 +585,24 @@ def residues_tc_fits(k: int, num_moduli: int, bits_b: int) -> bool:
 _res_tc_kernels: dict = {}
 
 
-def _residues_tc_kernel(d: int, num_moduli: int, rounding: bool, tab: bool, rowfast: bool):
+def _residues_tc_kernel(d: int, num_moduli: int, rounding: bool, tab: bool, rowfast: bool,
+                        staged: bool):
     """``crt_residues_tc`` (``ozsim/gemm/kernels/crt_residues_tc.cu``) for these options, its
     ``crt_gate.cuh`` tables filled, and its dynamic shared memory in bytes (the staged rows of
-    ``-DROWFAST``); once per device and options."""
-    key = (d, num_moduli, rounding, tab, rowfast, cp.cuda.Device().id)
+    ``-DROWFAST``, two tiles of them with ``-DASYNC``: ``staged``); once per device and
+    options."""
+    key = (d, num_moduli, rounding, tab, rowfast, staged, cp.cuda.Device().id)
     hit = _res_tc_kernels.get(key)
     if hit is None:
         mod = raw_module(_GATE_KERNELS / "crt_residues_tc.cu", (
             "-std=c++17", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
             f"-DROUND={int(rounding)}", f"-DNLIMB={crt_constants(num_moduli).num_limbs}",
-            f"-DTAB={int(tab)}", f"-DROWFAST={int(rowfast)}", *_CONSTANTS))
+            f"-DTAB={int(tab)}", f"-DROWFAST={int(rowfast)}", f"-DASYNC={int(staged)}",
+            *_CONSTANTS))
         upload_tables(mod, num_moduli)
         kernel = mod.get_function("crt_residues_tc")
-        smem = 16 * (1 << d) * (_RES_TC_THREADS // 32) if rowfast else 0
+        tiles = 2 if staged else int(rowfast)  # (tiles of 8 rows in shared memory)
+        smem = 16 * (1 << d) * (_RES_TC_THREADS // 32) * tiles
         if kernel.max_dynamic_shared_size_bytes < smem:  # (above 48 KiB a kernel must ask)
             kernel.max_dynamic_shared_size_bytes = smem
         hit = _res_tc_kernels[key] = (kernel, smem)
@@ -607,9 +617,9 @@ def residues_tc(x, f_out, bits: int, num_moduli: int, *, rows_alloc: int, roundi
     from one kernel instead of two, each reading B.
 
     Where :func:`residues_tc_fits`. H200, N = 30, ``int8-crt-auto`` T = 0 through
-    ``StateVector.apply`` (the analysis and the residues 2.6-3.4 times the copy floor together,
-    this kernel 2.2-2.9): 8.7-9.6x -> 8.3-9.0x the floor at d = 7, 10.3-10.7x -> 9.9-10.8x at
-    8, 12.9-13.9x -> 12.5-13.2x at 9.
+    ``StateVector.apply``, three target sets a d, alternating in one process (the analysis and
+    the residues 2.6-3.4 times the copy floor together, this kernel 2.2-2.9): 8.7-9.3x ->
+    8.3-9.0x the floor at d = 7, 10.2-11.1x -> 9.9-10.2x at 8, 13.3-13.6x -> 12.6-12.8x at 9.
 
     Args:
         x (cupy.ndarray | GatheredMatrix): ``X = B.T``, ``(rows, k)`` complex128, any strides.
@@ -623,7 +633,8 @@ def residues_tc(x, f_out, bits: int, num_moduli: int, *, rows_alloc: int, roundi
     sr, sc, roff, koff = _geometry(x)
     rowfast = abs(sr) <= abs(sc)  # (rows adjacent in memory: staged, whole lines a load)
     kernel, smem = _residues_tc_kernel(k.bit_length() - 1, num_moduli, rounding,
-                                       isinstance(x, GatheredMatrix), rowfast)
+                                       isinstance(x, GatheredMatrix), rowfast,
+                                       k in RESIDUES_TC_ASYNC)
     blocks = _gpu.persistent_grid(kernel, _RES_TC_THREADS, smem, -(-rows_alloc // 8))
     kernel((blocks,), (_RES_TC_THREADS,),
            (_data(x), np.int64(rows), np.int64(rows_alloc), np.int64(sr), np.int64(sc), roff,
