@@ -32,6 +32,7 @@
 // (ozsim.gemm.ozaki2.gate_tables.upload_tables).
 #define INT_PIECES 1
 #include "crt_gate.cuh"
+#include "mma_s8.cuh"
 #if K < 32 || K > 512
 #error "crt_residues_tc: 32 <= 2**d <= 512"
 #endif
@@ -55,14 +56,6 @@
 #endif           // sets a d: 8.70-9.18x against 8.31-8.99x the copy floor at d = 7, 9.62-10.49x
                  // against 9.85-10.16x at 8, 12.60-13.20x against 12.62-12.84x at 9; same bits
 
-__device__ __forceinline__ void mma_s8_tc(int (&c)[4], const uint4& a, unsigned b0, unsigned b1)
-{
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-}
 
 // The exact sum of the squares of ceil(|x| 2**sh) over a lane's members (FAST: 2**sh is a
 // normal double, one multiplication a scalar; else ldexp)
@@ -105,7 +98,7 @@ __device__ __forceinline__ void row_residues(const double2 (&v)[MPL], int sh,
 #pragma unroll
             for (int t = 0; t < 4; ++t) {
                 c[t][0] = c[t][1] = c[t][2] = c[t][3] = 0x4B400000;
-                mma_s8_tc(c[t], tc_a[t], lo, hi);
+                mma_s8(c[t], tc_a[t], lo, hi);
             }
             unsigned wd[4];
 #pragma unroll

@@ -36,6 +36,7 @@
 #include "gate_groups.cuh"
 #include "group_sync.cuh"
 #include "exact_int.cuh"
+#include "mma_s8.cuh"
 
 // x 2**k, correctly rounded (a multiplication where 2**k is a normal double, else ldexp)
 __device__ __forceinline__ double scale2(double x, int k)
@@ -54,14 +55,6 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned& r0, unsigne
                  : "r"(addr));
 }
 
-__device__ __forceinline__ void mma_s8(int (&c)[4], const uint4& a, unsigned b0, unsigned b1)
-{
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-}
 
 #ifndef FETCH_MEMBER  // member i of a thread (sq: its place among the column's TPC threads): its
 #define FETCH_MEMBER(sq, i) ((sq) * MPT + (i))  // MPT consecutive members (an including file may
