@@ -192,14 +192,15 @@ def _finish_options(num_moduli: int) -> tuple[str, ...]:
 
 def _finish_kernel(num_moduli: int):
     """``crt_finish`` for ``num_moduli`` moduli, with its constant bank filled (FINISH_CONST:
-    the values :func:`_crt_constants_gpu` passes otherwise), once per module."""
+    :func:`_crt_constants_host`, which :func:`_crt_constants_gpu` passes otherwise), once per
+    module."""
     opts = _CONSTANTS + _finish_options(num_moduli)
     key = ("finish_cst", opts, cp.cuda.Device().id)
     if FINISH_CONST and key not in _const_cache:
-        host = np.ascontiguousarray(_crt_constants_gpu(num_moduli).get())
+        host = np.ascontiguousarray(_crt_constants_host(num_moduli))
         mod = raw_module(_KERNELS / "finish.cu", opts)
         cp.cuda.runtime.memcpy(mod.get_global("finish_cst").ptr, host.ctypes.data, host.nbytes,
-                               1)  # (host to device)
+                               cp.cuda.runtime.memcpyHostToDevice)
         _const_cache[key] = True
     return _kernel("crt_finish", num_moduli=num_moduli)
 
@@ -692,14 +693,19 @@ def _cached_residues(prep, bits: int, num_moduli: int, kpad: int, rounding: bool
     return None
 
 
+def _crt_constants_host(num_moduli: int) -> np.ndarray:
+    """``crt_finish``'s constants (``finish.cu``: 1/p, the digits of P/p and of P, the quotient
+    weights, the digit sums' starting values) as one float64 array."""
+    c = crt_constants(num_moduli)
+    return np.concatenate([c.inv_p, c.limbs_M.ravel(), c.limbs_P, quotient_weights(num_moduli),
+                           offset_sum_start(num_moduli)[1:]])
+
+
 def _crt_constants_gpu(num_moduli: int):
     key = ("crt", num_moduli, cp.cuda.Device().id)
     dev = _const_cache.get(key)
     if dev is None:
-        c = crt_constants(num_moduli)
-        host = np.concatenate([c.inv_p, c.limbs_M.ravel(), c.limbs_P,
-                               quotient_weights(num_moduli), offset_sum_start(num_moduli)[1:]])
-        dev = _const_cache[key] = cp.asarray(host)
+        dev = _const_cache[key] = cp.asarray(_crt_constants_host(num_moduli))
     return dev
 
 
@@ -815,13 +821,19 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
         prep: :class:`~ozsim.gemm.ozaki2.PreparedCRTOperand` of A ``(m, k)`` (CuPy).
         b (cupy.ndarray): ``(k, n)`` complex128, any strides.
         plan: :class:`~ozsim.gemm.ozaki2.CRTPlan`.
-        b_exponents (cupy.ndarray): ``(n,)`` int32 norm exponents of B's columns, or ``None``.
+        b_exponents (cupy.ndarray): ``(n,)`` int32 norm exponents of B's columns, or ``None``
+            (then B's analysis runs here: with its residues in one kernel where
+            :func:`residues_tc_fits`, else before them).
         out (cupy.ndarray): ``(m, n)`` complex128 (any strides, not overlapping ``b``).
         workspace_bytes: bound on B's residues, one modulus' INT32 planes (none with the fused
             products of :mod:`ozsim.gemm.ozaki2.wgmma`) and the UINT8 residues of one column block.
 
     Returns:
         ``out``.
+
+    Raises:
+        NonFiniteError: NaN or Inf in A or B (B's found by its analysis: before the products,
+            or with :func:`residues_tc` after them, ``out`` then holding no result).
     """
     global last_stats
     m, k = prep.shape
