@@ -200,7 +200,7 @@ def _finish_kernel(num_moduli: int):
         host = np.ascontiguousarray(_crt_constants_host(num_moduli))
         mod = raw_module(_KERNELS / "finish.cu", opts)
         cp.cuda.runtime.memcpy(mod.get_global("finish_cst").ptr, host.ctypes.data, host.nbytes,
-                               cp.cuda.runtime.memcpyHostToDevice)
+                               _MEMCPY_H2D)
         _const_cache[key] = True
     return _kernel("crt_finish", num_moduli=num_moduli)
 
@@ -481,6 +481,7 @@ def bound_stats_parts(x, frac: int):
 
 
 _const_cache: dict = {}
+_MEMCPY_H2D = 1  # cudaMemcpyHostToDevice
 
 
 def _residue_constants(num_moduli: int, weighted: bool):
