@@ -456,6 +456,8 @@ def test_residues_on_tensor_cores_equal_analysis_and_residues(k, num_moduli, bit
     strided (rows contiguous, or adjacent in memory: the staged form) and through offset
     tables, on Ozaki's inputs with phi = 4, zero rows, a row of one nonzero and integers at
     2**bits; NaN sets its flag."""
+    if int(cp.cuda.Device().compute_capability) < 80:
+        pytest.skip("mma.sync m16n8k32 s8 needs compute capability 8.0")
     rng = np.random.default_rng(k + num_moduli)
     rows, ra = 37, 40
     x = ozaki_matrix(rng, rows, k, 4.0)
@@ -491,6 +493,9 @@ def test_residues_on_tensor_cores_equal_analysis_and_residues(k, num_moduli, bit
 def test_gemm_path_takes_the_tensor_core_residues(monkeypatch):
     """int8_crt_zgemm_gpu uses crt_residues_tc for B where it fits (here k = 128, 15 moduli),
     with the same bits as the CPU, over several column blocks; NaN in B still raises."""
+    if _cuda_crt._layout(128)[2] != 2 or not _cuda_crt.residues_tc_fits(128, 15, 0):
+        pytest.skip("the direct form of the fused products (compute capability 9.0) and "
+                    "mma.sync s8 are needed")
     calls = []
     real = _cuda_crt.residues_tc
     monkeypatch.setattr(_cuda_crt, "residues_tc",
