@@ -153,7 +153,10 @@ class Scheme:
 # scheme I 8 passes (an H200, N = 30: 7.5, 13.2, 23.9, 40.8 floors at d = 7, 8, 9, 10 with the
 # fused wgmma products and the state read through the permutation; 20 with cuBLAS's INT32
 # planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
-# ~60 TFLOP/s at d = 12. One-pass kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to
+# ~60 TFLOP/s at d = 12 (kept: its GEMM path now takes 7-10 passes at d = 7..9, 72.6-105 ms on an
+# H200 at N = 30, but with 7.5 the max(memory, flops) model fuses QV-30 into 37 9-qubit blocks
+# and 17 smaller, modelled 4.1 s against 4.4 s; at the measured per-gate times that plan is about
+# 4.8 s, where the 6-qubit plan took 4.23 s; `ozsim calibrate` measures each d). One-pass kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to
 # 1.05 times one pass at d <= 3 (CUDA cores), 1.15, 1.10, 1.45, 3.3 at d = 4..7 (tensor cores,
 # m16n8k8 f64, Gauss's three products from d = 5, an H200; the real embedding took 1.65 at d = 6
 # and m8n8k4 1.17, 1.55, 2.78 at d = 4..6; the GEMM path 3.4 at d = 6, 4.4 at 7); scheme I
