@@ -156,13 +156,15 @@ class Scheme:
 # ~60 TFLOP/s at d = 12 (kept: its GEMM path now takes 7-10 passes at d = 7..9, 72.6-105 ms on an
 # H200 at N = 30, but with 7.5 the max(memory, flops) model fuses QV-30 into 37 9-qubit blocks
 # and 17 smaller, modelled 4.1 s against 4.4 s; at the measured per-gate times that plan is about
-# 4.8 s, where the 6-qubit plan took 4.23 s; `ozsim calibrate` measures each d). One-pass kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to
-# 1.05 times one pass at d <= 3 (CUDA cores), 1.15, 1.10, 1.45, 3.3 at d = 4..7 (tensor cores,
+# 4.8 s, where the 6-qubit plan took 4.23 s; `ozsim calibrate` measures each d). One-pass
+# kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to 1.05 times one pass at d <= 3
+# (CUDA cores), 1.15, 1.10, 1.45, 3.3 at d = 4..7 (tensor cores,
 # m16n8k8 f64, Gauss's three products from d = 5, an H200; the real embedding took 1.65 at d = 6
 # and m8n8k4 1.17, 1.55, 2.78 at d = 4..6; the GEMM path 3.4 at d = 6, 4.4 at 7); scheme I
 # (int8-auto at T = 1, s = 8, statistics pass included; an H200) 2.3, 2.45, 3.4, 4.8 at d = 3..6
-# (the tensor-core kernel, wgmma at 5, 6; group barriers, 2026-11-27); scheme II (int8-crt-auto at T = 0: 15 moduli for a
-# Haar gate, no statistics pass; H100) 3.6 and 4.5 at d = 3 (B as byte digits), 4 (tensor
+# (the tensor-core kernel, wgmma at 5, 6; group barriers, 2026-11-27); scheme II (int8-crt-auto
+# at T = 0: 15 moduli for a Haar gate, no statistics pass; H100) 3.6 and 4.5 at d = 3 (B as
+# byte digits), 4 (tensor
 # cores); on an H200 5.2, 6.5, 7.0 at d = 3, 4, 5 (d = 5 scaled into the H100 column by 7.0 /
 # 6.5), and at d = 6 (paired A fragments, one block an SM, 2026-11-27) 7.0-7.3 against 5.3-5.5
 # at d = 5 (the GEMM path took 12.1-12.4, the gate padded to 7 qubits 9.2); with B's residues on
