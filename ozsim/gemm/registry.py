@@ -155,8 +155,8 @@ class Scheme:
 # planes) and ~27 TFLOP/s at d >= 10; scheme II ~17 passes and
 # ~60 TFLOP/s at d = 12 (kept: its GEMM path now takes 7-10 passes at d = 7..9, 72.6-105 ms on an
 # H200 at N = 30, but with 7.5 the max(memory, flops) model fuses QV-30 into 37 9-qubit blocks
-# and 17 smaller, modelled 4.1 s against 4.4 s; at the measured per-gate times that plan is about
-# 4.8 s, where the 6-qubit plan took 4.23 s; `ozsim calibrate` measures each d). One-pass
+# and 19 smaller, modelled 4.1 s against 4.4 s; at the measured per-gate times that plan is about
+# 5.0 s, where the 6-qubit plan took 4.23 s; `ozsim calibrate` measures each d). One-pass
 # kernels (N = 30, benchmarks/gate_bench.py): native FP64 1.02 to 1.05 times one pass at d <= 3
 # (CUDA cores), 1.15, 1.10, 1.45, 3.3 at d = 4..7 (tensor cores,
 # m16n8k8 f64, Gauss's three products from d = 5, an H200; the real embedding took 1.65 at d = 6
