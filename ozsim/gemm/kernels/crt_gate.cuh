@@ -272,4 +272,48 @@ __device__ __forceinline__ double crt_finish(double q, double* dd)
     return v;
 }
 
+// TC_SPLIT (crt_gate_mma.cu; crt_residues_tc.cu): a scalar's residues of every modulus from its
+// 8 balanced bytes (balanced_bytes) by four m16n8k32 products, each lane one scalar a round.
+// Product t's A operand, lane (g, tq)'s fragment: W's rows g and g + 8 (mod_wd, the weights
+// 2**(8 i) mod p of moduli g, g + 8) in k columns 4 t..4 t + 3 and 16 + 4 t.. where t = tq, else
+// zeros; its B operand each lane's (lo, hi) words; so lane (g, tq) gets, of moduli g and g + 8,
+// the sums R = v mod p of the scalars of lanes 8 tq + t (column 2 tq) and 8 tq + 4 + t (2 tq + 1).
+__device__ __forceinline__ uint4 tc_weights(int g, int tq, int t)
+{
+    return t == tq ? make_uint4(mod_wd[2 * g], mod_wd[2 * g + 16], mod_wd[2 * g + 1],
+                                mod_wd[2 * g + 17])
+                   : make_uint4(0u, 0u, 0u, 0u);
+}
+
+// residue_byte's constants of lane (g, .)'s moduli g and g + 8 (rows past NMOD: the last
+// modulus's, whose bytes are never stored)
+struct TcRows {
+    float soff[2], ipu[2];
+    unsigned p[2];
+};
+__device__ __forceinline__ TcRows tc_rows(int g)
+{
+    const int row0 = g < NMOD ? g : NMOD - 1, row1 = g + 8 < NMOD ? g + 8 : NMOD - 1;
+    return TcRows{{mod_soff[row0], mod_soff[row1]}, {mod_ipu[row0], mod_ipu[row1]},
+                  {(unsigned)mod_p[row0], (unsigned)mod_p[row1]}};
+}
+
+// The four products' accumulators c[t] (started at 0x4B400000, |R| <= 8 128**2 = 2**17) as
+// residue words: wd[q] for (row g, col 2 tq), (g, 2 tq + 1), (g + 8, 2 tq), (g + 8, 2 tq + 1),
+// the symmetric residues of the scalars of lanes 8 tq + 0..3 (q even) or 8 tq + 4..7 (q odd)
+// as bytes 0..3
+__device__ __forceinline__ void tc_residue_words(const int (&c)[4][4], const TcRows& k,
+                                                 unsigned (&wd)[4])
+{
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const int h = q < 2 ? 0 : 1;
+        float r[4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+            r[t] = __uint_as_float(residue_byte(c[t][q], k.soff[h], k.ipu[h], k.p[h]));
+        wd[q] = pack_low_bytes(r[0], r[1], r[2], r[3]);
+    }
+}
+
 #endif  // OZSIM_CRT_GATE_CUH

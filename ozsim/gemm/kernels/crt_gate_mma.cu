@@ -162,21 +162,16 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
     const int wm = warp % WGM, wn = warp / WGM;  // the warp's place in the output tile
     const int g = lane >> 2, tq = lane & 3;      // mma fragment coordinates
 #if TC_SPLIT
-    // A_t of the residue products (TC_SPLIT): lane (g, tq)'s fragment, W's rows g and g + 8 where
-    // t = tq, else zeros; and this lane's moduli g, g + 8 (rows past NMOD: no store)
+    // A_t of the residue products (crt_gate.cuh, tc_weights) in shared memory, and this lane's
+    // moduli g, g + 8 (rows past NMOD: no store)
     __shared__ uint4 tc_a[4][32];
     if (warp == 0)
 #pragma unroll
-        for (int t = 0; t < 4; ++t)
-            tc_a[t][lane] = t == tq ? make_uint4(mod_wd[2 * g], mod_wd[2 * g + 16],
-                                                 mod_wd[2 * g + 1], mod_wd[2 * g + 17])
-                                    : make_uint4(0u, 0u, 0u, 0u);
-    const int row0 = g < NMOD ? g : NMOD - 1, row1 = g + 8 < NMOD ? g + 8 : NMOD - 1;
+        for (int t = 0; t < 4; ++t) tc_a[t][lane] = tc_weights(g, tq, t);
 #if SPLIT_FLOOR
-    const float rs0 = mod_soff[row0], ru0 = mod_ipu[row0], rs1 = mod_soff[row1],
-                ru1 = mod_ipu[row1];
-    const unsigned rpi0 = (unsigned)mod_p[row0], rpi1 = (unsigned)mod_p[row1];
+    const TcRows tcr = tc_rows(g);
 #else
+    const int row0 = g < NMOD ? g : NMOD - 1, row1 = g + 8 < NMOD ? g + 8 : NMOD - 1;
     const float rp0 = mod_p[row0], rip0 = mod_ip[row0];
     const float rp1 = mod_p[row1], rip1 = mod_ip[row1];
 #endif
@@ -243,23 +238,19 @@ crt_gate_mma(double2* __restrict__ psi, long long groups, int p0, int p1, int p2
                         mma_s8(c[t], tc_a[t][lane], lo, hi);
                     }
                     unsigned wd[4];
+#if SPLIT_FLOOR
+                    tc_residue_words(c, tcr, wd);
+#else
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {  // (row g, col 2 tq), (g, 2 tq + 1), (g + 8, ..)
-                        float r[4];
-#if SPLIT_FLOOR
-                        const float rs = e < 2 ? rs0 : rs1, ru = e < 2 ? ru0 : ru1;
-                        const unsigned rpi = e < 2 ? rpi0 : rpi1;
-#pragma unroll
-                        for (int t = 0; t < 4; ++t)
-                            r[t] = __uint_as_float(residue_byte(c[t][e], rs, ru, rpi));
-#else
                         const float rp = e < 2 ? rp0 : rp1, rip = e < 2 ? rip0 : rip1;
+                        float r[4];
 #pragma unroll
                         for (int t = 0; t < 4; ++t)
                             r[t] = reduce_magic(__int_as_float(c[t][e]), rp, rip);
-#endif
                         wd[e] = pack_low_bytes(r[0], r[1], r[2], r[3]);
                     }
+#endif
                     const int w0 = col0 * W + (part * K + FETCH_MEMBER(sq0, i)) / 4;
                     const int w1 = col1 * W + (part * K + FETCH_MEMBER(sq1, i)) / 4;
                     if (g < NMOD) {

@@ -80,9 +80,8 @@ __device__ __forceinline__ double square_sum(const double2 (&v)[MPL], int sh)
 // first byte of plane [0][0] plus 8 tq)
 template <bool FAST>
 __device__ __forceinline__ void row_residues(const double2 (&v)[MPL], int sh,
-                                             const uint4 (&tc_a)[4], float rs0, float ru0,
-                                             unsigned rpi0, float rs1, float ru1, unsigned rpi1,
-                                             int g, long long ps, signed char* dst)
+                                             const uint4 (&tc_a)[4], const TcRows& tcr, int g,
+                                             long long ps, signed char* dst)
 {
     const double scale = pow2(FAST ? sh : 0);
 #pragma unroll
@@ -101,16 +100,7 @@ __device__ __forceinline__ void row_residues(const double2 (&v)[MPL], int sh,
                 mma_s8(c[t], tc_a[t], lo, hi);
             }
             unsigned wd[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {  // (row g, col 2 tq), (g, 2 tq + 1), (g + 8, ..)
-                const float rs = q < 2 ? rs0 : rs1, ru = q < 2 ? ru0 : ru1;
-                const unsigned rpi = q < 2 ? rpi0 : rpi1;
-                float rr[4];
-#pragma unroll
-                for (int t = 0; t < 4; ++t)
-                    rr[t] = __uint_as_float(residue_byte(c[t][q], rs, ru, rpi));
-                wd[q] = pack_low_bytes(rr[0], rr[1], rr[2], rr[3]);
-            }
+            tc_residue_words(c, tcr, wd);
             signed char* d = dst + 32 * i + part * ps;
             if (g < NMOD)
                 *reinterpret_cast<uint2*>(d + (long long)g * 2 * ps) = make_uint2(wd[0], wd[1]);
@@ -127,18 +117,11 @@ crt_residues_tc(const double2* __restrict__ x, long long rows, long long ra, lon
                 signed char* __restrict__ out, unsigned long long* __restrict__ flag)
 {
     const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
-    // the residue products' constant A operand (TC_SPLIT): W's rows g and g + 8 in k columns
-    // 4 t..4 t + 3 and 16 + 4 t.. of product t where t = tq, else zeros
+    // the residue products' constant A operand and residue_byte's constants (crt_gate.cuh)
     uint4 tc_a[4];
 #pragma unroll
-    for (int t = 0; t < 4; ++t)
-        tc_a[t] = t == tq ? make_uint4(mod_wd[2 * g], mod_wd[2 * g + 16], mod_wd[2 * g + 1],
-                                       mod_wd[2 * g + 17])
-                          : make_uint4(0u, 0u, 0u, 0u);
-    const int row0 = g < NMOD ? g : NMOD - 1, row1 = g + 8 < NMOD ? g + 8 : NMOD - 1;
-    const float rs0 = mod_soff[row0], ru0 = mod_ipu[row0], rs1 = mod_soff[row1],
-                ru1 = mod_ipu[row1];
-    const unsigned rpi0 = (unsigned)mod_p[row0], rpi1 = (unsigned)mod_p[row1];
+    for (int t = 0; t < 4; ++t) tc_a[t] = tc_weights(g, tq, t);
+    const TcRows tcr = tc_rows(g);
     const long long ps = ra * K;  // bytes a plane
     int bad = 0;
     // one row r (valid: r < rows; else a padding row, v zero) whose members this lane holds
@@ -168,9 +151,9 @@ crt_residues_tc(const double2* __restrict__ x, long long rows, long long ra, lon
         const int sh = gb - f;
         signed char* dst = out + r * K + 8 * tq;
         if (sh >= -1022 && sh <= 1023)
-            row_residues<true>(v, sh, tc_a, rs0, ru0, rpi0, rs1, ru1, rpi1, g, ps, dst);
+            row_residues<true>(v, sh, tc_a, tcr, g, ps, dst);
         else
-            row_residues<false>(v, sh, tc_a, rs0, ru0, rpi0, rs1, ru1, rpi1, g, ps, dst);
+            row_residues<false>(v, sh, tc_a, tcr, g, ps, dst);
     };
     const int warp = threadIdx.x >> 5;
     const long long step = (long long)gridDim.x * RPB;
