@@ -272,6 +272,16 @@ __device__ __forceinline__ double crt_finish(double q, double* dd)
     return v;
 }
 
+// A column's norm exponent f (ozaki2.norm_exponents) from its exponent e and the exact sum S of
+// the squares of ceil(|x| 2**(NFRAC - e)) over its scalars: e - NFRAC + ceil(bl(S) / 2), 0 for
+// a zero column
+__device__ __forceinline__ int norm_exponent_of(int e, double s)
+{
+    int bl;
+    frexp(s, &bl);
+    return s > 0.0 ? e - NFRAC + (bl + 1) / 2 : 0;
+}
+
 // TC_SPLIT (crt_gate_mma.cu; crt_residues_tc.cu): a scalar's residues of every modulus from its
 // 8 balanced bytes (balanced_bytes) by four m16n8k32 products, each lane one scalar a round.
 // Product t's A operand, lane (g, tq)'s fragment: W's rows g and g + 8 (mod_wd, the weights

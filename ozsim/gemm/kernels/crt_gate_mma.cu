@@ -132,9 +132,7 @@ __device__ __forceinline__ int norm_exponent(const double2 (&x)[MPT], int e)
     }
 #pragma unroll
     for (int o = 1; o < TPC; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    int bl;
-    frexp(s, &bl);
-    return s > 0.0 ? e - NFRAC + (bl + 1) / 2 : 0;
+    return norm_exponent_of(e, s);
 }
 
 #ifndef MIN_BLOCKS  // blocks an SM the registers must allow: one of 512 threads (128 registers;

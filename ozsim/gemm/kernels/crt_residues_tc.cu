@@ -143,9 +143,7 @@ crt_residues_tc(const double2* __restrict__ x, long long rows, long long ra, lon
                                      : square_sum<false>(v, NFRAC - e);
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        int bl;
-        frexp(s, &bl);
-        const int f = s > 0.0 ? e - NFRAC + (bl + 1) / 2 : 0;
+        const int f = norm_exponent_of(e, s);
         if (valid && lane == 0) f_out[r] = f;
         // 3. the residues, a scalar a lane a round
         const int sh = gb - f;
