@@ -43,8 +43,8 @@ reduce        ``crt_reduce`` (``kernels/reduce.cu``): per modulus, reads the thr
               writes the residues ``u_re = (T1 - T2) mod p`` and ``u_im = (T3 - T1 - T2) mod p`` as
               UINT8 (2 bytes per output instead of 12), in integer arithmetic (multiply-high by a
               reciprocal).
-crt           ``crt_finish`` (``kernels/finish.cu``, compiled per N): a thread takes 4 adjacent
-              outputs of a row and reads their ``2 N`` UINT8 residues as ``2 N`` words, forms per
+crt           ``crt_finish`` (``kernels/finish.cu``, compiled per N): a thread takes 2 or 4
+              adjacent outputs of a row and reads their UINT8 residues as ``2 N`` words, forms per
               output the quotient and the base-2**40 digit sums in registers, carries, rounds once,
               ``ldexp`` by the row and column exponents and writes the complex128 result (any
               strides).
@@ -157,14 +157,18 @@ def _tile_threads(tpr: int) -> int:
     return _TILE_THREADS if tpr <= _TILE_THREADS // 2 else min(1024, 2 * tpr)
 
 
-#: ``crt_finish``'s pass structure per digit count (the rest: both parts in one pass), as
-#: measured on the H100 (an earlier probe): 3 digits (11..15
-#: moduli) one part per pass, 3 blocks of 256 (N = 28 d = 8: 6.91 -> 5.57 ms); 4 digits (16..20
-#: moduli, measured at 16) one part per pass with every word loaded up front, 2 blocks
-#: (d = 10: 6.39 -> 6.27 ms, square 8192: 1.62 -> 1.54 ms; one part per pass without the
-#: preload was slower there, 7.57 and 1.91).
-_FINISH_OPTS = {3: ["-DFINISH_PARTS=1", "-DFINISH_BLOCKS=3"],
-                4: ["-DFINISH_PARTS=1", "-DFINISH_PRELOAD=1", "-DFINISH_BLOCKS=2"]}
+#: ``crt_finish``'s pass structure per digit count, and the adjacent columns a thread takes
+#: (``finish.cu``'s FINISH_COLS; the rest: both parts in one pass, 4 columns). 3 digits (11..15
+#: moduli): both parts in one pass, 2 columns a thread, 4 blocks of 256 (62 registers). H200, N =
+#: 30, 15 moduli, the GEMM path's reconstruction stage at d = 7 / 8 / 9, alternating in one
+#: process: 2.27-2.33 / 2.36-2.43 / 2.50-2.95 -> 2.06-2.33 / 2.11-2.21 / 2.30-2.46 times the copy
+#: floor against one part a pass with 4 columns and 3 blocks (80 registers; 5 blocks at 48: 2.12-
+#: 2.18 / 2.20-2.27 / 2.31-2.42; 1 column, 6 blocks: 2.47-2.87), same bits. 4 digits (16..20
+#: moduli, measured at 16 on the H100, an earlier probe): one part a pass with every word loaded
+#: up front, 2 blocks (d = 10: 6.39 -> 6.27 ms, square 8192: 1.62 -> 1.54 ms; one part a pass
+#: without the preload was slower there, 7.57 and 1.91).
+_FINISH_OPTS = {3: ("-DFINISH_PARTS=2", "-DFINISH_BLOCKS=4", "-DFINISH_COLS=2"),
+                4: ("-DFINISH_PARTS=1", "-DFINISH_PRELOAD=1", "-DFINISH_BLOCKS=2")}
 
 
 #: The kernels of the analysis (``kernels/analyse.cu``) besides the ``crt_analyse_tile_*``.
@@ -186,8 +190,17 @@ def _finish_options(num_moduli: int) -> tuple[str, ...]:
         return ()
     limbs = crt_constants(num_moduli).num_limbs
     return (f"-DNMODC={num_moduli}", f"-DNLIMBC={limbs}",
-            *_FINISH_OPTS.get(limbs, ["-DFINISH_PARTS=2"]),
+            *_FINISH_OPTS.get(limbs, ("-DFINISH_PARTS=2",)),
             f"-DFINISH_CONST={int(FINISH_CONST)}")
+
+
+def _finish_columns(num_moduli: int) -> int:
+    """Adjacent columns a ``crt_finish`` thread takes for ``num_moduli`` moduli (its
+    FINISH_COLS in :data:`_FINISH_OPTS`, else the file's 4)."""
+    for opt in _finish_options(num_moduli):
+        if opt.startswith("-DFINISH_COLS="):
+            return int(opt.split("=")[1])
+    return 4
 
 
 def _finish_kernel(num_moduli: int):
@@ -942,8 +955,9 @@ def _products_cublas(handle, a_res, bres, planes, u, moduli, m, kpad, real_a=Fal
 
 def _finish(finish_k, u, m, nbj, ld, cst, prep, fb, gsum, out, so_r, so_c):
     """``crt_finish`` over the ``(N, 2, m, ld)`` residues of one column block into ``out``."""
+    cols = _finish_columns(u.shape[0])
     with _gpu._stage("crt"):
         for i0 in range(0, m, 65535):  # grid y: rows
-            finish_k((-(-nbj // (4 * _THREADS)), min(m - i0, 65535)), (_THREADS,),
+            finish_k((-(-nbj // (cols * _THREADS)), min(m - i0, 65535)), (_THREADS,),
                      (u, np.int64(m), np.int64(nbj), np.int64(ld), cst, prep.norm_exponents,
                       fb, np.int32(gsum), out, np.int64(so_r), np.int64(so_c), np.int64(i0)))

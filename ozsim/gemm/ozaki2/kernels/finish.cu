@@ -1,6 +1,7 @@
 // Scheme II, stage "crt" (ozsim.gemm.ozaki2.cuda._finish): the CRT reconstruction crt_finish.
 // Options: those of crt_common.cuh; -DNMODC=<moduli> -DNLIMBC=<digits of P>; the pass structure
-// -DFINISH_PARTS, -DFINISH_PRELOAD, -DFINISH_BLOCKS, -DFINISH_THREADS (ozaki2.cuda._FINISH_OPTS).
+// -DFINISH_PARTS, -DFINISH_PRELOAD, -DFINISH_BLOCKS, -DFINISH_THREADS, -DFINISH_COLS
+// (ozaki2.cuda._FINISH_OPTS).
 #ifndef NMODC
 #define NMODC 1
 #define NLIMBC 1
@@ -19,17 +20,19 @@
 // so the same bits (H200, N = 30, int8-crt-auto T = 0 through StateVector.apply: 9.47-9.82x ->
 // 9.40-9.42x the copy floor at d = 7, 11.17-11.25x -> 10.95-11.01x at 8, level at 6 and 10);
 // 0: the sums as ozaki2._CRTAccumulator writes them.
-// out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). Each thread takes 4
-// adjacent columns of row i (blockIdx.y: i - i0), in passes of FINISH_PARTS parts: 2 (re and im
+// out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). Each thread takes
+// FINISH_COLS (4, 2 or 1) adjacent columns of row i (blockIdx.y: i - i0), one word of that many
+// bytes a plane, in passes of FINISH_PARTS parts: 2 (re and im
 // together, as one pass) or 1 (re, then im: half the live accumulators and loaded words, so
 // that 3 blocks of 256 fit per multiprocessor at 80 registers instead of 2 at 96). The kernel is
 // latency-bound (ncu, H100, N = 28 d = 8: 23% occupancy, FP64 pipe 51%, DRAM 53%); one part a
 // pass took N = 28 d = 8 (15 moduli, 3 digits) from 7.03 to 5.55 ms, but with 16 moduli (4
 // digits) it left the second part's loads exposed and was slower, unless every word is loaded
 // up front (FINISH_PRELOAD, 2 blocks of 256): ozaki2.cuda._FINISH_OPTS picks per digit count
-// (an earlier probe). Per part: NMODC independent 4-byte loads (one word per
-// plane, 4 columns), bytes to FP64 by an exponent trick rather than a conversion; no
-// grid-stride loop (so the constants stay in shared memory).
+// (an earlier probe). On an H200 both parts in one pass with 2 columns a thread (62 registers,
+// 4 blocks) beat that (ozaki2.cuda._FINISH_OPTS). Per part: NMODC independent loads (one word
+// per plane), bytes to FP64 by an exponent trick rather than a conversion; no grid-stride loop
+// (so the constants stay in shared memory).
 #ifndef FINISH_PARTS
 #define FINISH_PARTS 2
 #endif
@@ -41,6 +44,18 @@
 #endif
 #ifndef FINISH_THREADS
 #define FINISH_THREADS 256
+#endif
+#ifndef FINISH_COLS  // adjacent columns a thread: 4 (a 4-byte word a plane), 2 or 1
+#define FINISH_COLS 4
+#endif
+#if FINISH_COLS == 4
+typedef unsigned int finish_word;
+#elif FINISH_COLS == 2
+typedef unsigned short finish_word;
+#elif FINISH_COLS == 1
+typedef unsigned char finish_word;
+#else
+#error "FINISH_COLS must be 1, 2 or 4"
 #endif
 #if !defined(FINISH_PRELOAD) || FINISH_PARTS != 1
 #undef FINISH_PRELOAD
@@ -54,9 +69,10 @@
 #if FINISH_CONST
 __constant__ double finish_cst[NMODC * (NLIMBC + 1) + 3 * NLIMBC];
 #endif
-#if FINISH_PARTS == 1  // 3 blocks of 256 at <= 85 registers (no spills: 78-80)
+#if FINISH_PARTS == 1 || FINISH_COLS != 4  // FINISH_BLOCKS of 256 (15 moduli: one part a
+                                           // pass 3 at 80 registers; 2 columns 4 at 62)
 #define FINISH_BOUNDS __launch_bounds__(FINISH_THREADS, FINISH_BLOCKS)
-#else  // as measured before: no bounds (96 registers at N = 15, 128 at N = 16)
+#else  // both parts, 4 columns: no bounds (96 registers at N = 15, 128 at N = 16)
 #define FINISH_BOUNDS
 #endif
 extern "C" __global__ void FINISH_BOUNDS crt_finish(
@@ -74,7 +90,7 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     __syncthreads();
 #endif
     const long long i = i0 + blockIdx.y;
-    const long long j0 = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
+    const long long j0 = FINISH_COLS * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
     if (j0 >= nb) return;
     // one part per pass: volatile, so that the constants are read where used, once per pass,
     // not hoisted out of the pass loop into registers (N (NLIMBC + 1) doubles would undo the
@@ -92,15 +108,15 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     const FINISH_CV double* qw = lp + NLIMBC;
     const FINISH_CV double* start = qw + NLIMBC;
     const long long plane = m * ld;
-    const unsigned int* ui = (const unsigned int*)(u + i * ld + j0);  // j0 + 3 < ld
+    const finish_word* ui = (const finish_word*)(u + i * ld + j0);  // j0 + 3 < ld
     const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
-    double res[2][4];
+    double res[2][FINISH_COLS];
 #if FINISH_PRELOAD  // one part per pass, but every word loaded up front (the loads overlap)
     unsigned int w_re[NMODC], w_im[NMODC];
 #pragma unroll
     for (int l = 0; l < NMODC; ++l) {
-        w_re[l] = ui[(2 * l) * (plane / 4)];
-        w_im[l] = ui[(2 * l + 1) * (plane / 4)];
+        w_re[l] = ui[(2 * l) * (plane / FINISH_COLS)];
+        w_im[l] = ui[(2 * l + 1) * (plane / FINISH_COLS)];
     }
 #endif
 #pragma unroll 1
@@ -113,18 +129,18 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
 #if FINISH_PRELOAD
                 w[l][pp] = p0 ? w_im[l] : w_re[l];
 #else
-                w[l][pp] = ui[(2 * l + p0 + pp) * (plane / 4)];
+                w[l][pp] = ui[(2 * l + p0 + pp) * (plane / FINISH_COLS)];
 #endif
             }
         }
         // per output (4 columns x PP parts): the quotient estimate and the digit sums; the
         // moduli loop outermost, so that each constant read from shared memory serves all
-        double d[4][PP][NLIMBC];
+        double d[FINISH_COLS][PP][NLIMBC];
 #if !FINISH_SUMS
-        double q[4][PP];
+        double q[FINISH_COLS][PP];
 #endif
 #pragma unroll
-        for (int col = 0; col < 4; ++col) {
+        for (int col = 0; col < FINISH_COLS; ++col) {
 #pragma unroll
             for (int pp = 0; pp < PP; ++pp) {
 #if !FINISH_SUMS
@@ -143,7 +159,7 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
 #pragma unroll
             for (int c = 0; c < NLIMBC; ++c) lml[c] = lm[l * NLIMBC + c];
 #pragma unroll
-            for (int col = 0; col < 4; ++col) {
+            for (int col = 0; col < FINISH_COLS; ++col) {
 #pragma unroll
                 for (int pp = 0; pp < PP; ++pp) {
 #if FINISH_SUMS  // 256 + byte = 2**8 (1 + byte 2**-8): high word 0x40700000 | byte << 12
@@ -166,7 +182,7 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
 #pragma unroll
         for (int c = 0; c < NLIMBC; ++c) lpr[c] = lp[c];
 #pragma unroll
-        for (int col = 0; col < 4; ++col) {
+        for (int col = 0; col < FINISH_COLS; ++col) {
 #pragma unroll
             for (int pp = 0; pp < PP; ++pp) {
                 double* dd = d[col][pp];
@@ -197,7 +213,7 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     }
     const int sha = fa[i] - gsum;
 #pragma unroll
-    for (int col = 0; col < 4; ++col) {
+    for (int col = 0; col < FINISH_COLS; ++col) {
         const long long j = j0 + col;
         if (j >= nb) break;
         const int sh = sha + fb[j];
