@@ -22,8 +22,22 @@ def test_gate_bench_cpu_mode_writes_its_table_and_json(tmp_path):
     assert {r["method"] for r in rows} == {"zgemm-gemm", "int8-auto:T=1", "int8-crt-auto:T=0"}
     assert {r["d"] for r in rows} == {1, 2}
     for r in rows:
-        assert set(r) == {"device", "N", "d", "method", "seconds", "floor_s", "x_floor"}
+        assert set(r) == {"device", "N", "d", "method", "seconds", "floor_s", "x_floor",
+                          "applied_qubits"}
         assert r["seconds"] > 0 and r["x_floor"] > 0 and r["N"] == 8
+        # the INT8 schemes' 1- and 2-qubit gates as a Simulator applies them: on 3 qubits
+        assert r["applied_qubits"] == (3 if "int8" in r["method"] else r["d"])
+    assert "* applied as I (x) U on more qubits" in res.stdout
+
+
+def test_gate_bench_unpadded_times_the_d_qubit_kernels(tmp_path):
+    out = tmp_path / "gate.json"
+    subprocess.run(
+        [sys.executable, str(BENCH / "gate_bench.py"), "--device", "cpu", "--qubits", "6",
+         "--gates", "2", "--reps", "1", "--methods", "int8-crt-auto:T=0", "--unpadded",
+         "--json", str(out)], capture_output=True, text=True, timeout=300, check=True)
+    (row,) = json.loads(out.read_text())["rows"]
+    assert (row["d"], row["applied_qubits"]) == (2, 2)
 
 
 def test_single_bench_cpu_mode_writes_its_table_and_json(tmp_path):
