@@ -360,13 +360,15 @@ def test_fused_cluster_needs_karatsuba():
                     cluster=2)
 
 
-@pytest.mark.parametrize("form, k, cluster", [(3, 65536, 1), (3, 65536, 2), (4, 32768, 1)])
+@pytest.mark.parametrize("form, k, cluster", [(3, 65536, 1), (3, 65536, 2), (4, 32768, 1),
+                                               (4, 256, 1), (4, 1024, 1)])
 def test_fused_extreme_products(form, k, cluster):
     """Every residue -128 (Bi: 127 on even columns) at each form's bound, all 20 moduli (256 down
     to 173), against Python integers, in one launch and in the default K chunks. Karatsuba at
     k = 65536: |T1| = |T3| = 2**30, |T2| up to 2**30 (also in clusters of 2 CTAs, over two row
     tiles); direct at k = 32768: |D1| = |D2| up to 2**30, summed mod p over launches of
-    |D| <= 2**28."""
+    |D| <= 2**28; direct at k = 256 and in launches of 256 (crt_gemm_mod4_short's reduction):
+    |D| = 2**23, its bound."""
     wg = _fused_or_skip()
     moduli = crt_constants(20).moduli
     N, m, n = 20, (200 if cluster == 2 else 5), 40
@@ -381,7 +383,7 @@ def test_fused_extreme_products(form, k, cluster):
     want = (t1 - t2, -t2) if form == 3 else (t1 + t2, t1 + t2)
     # one launch at the bound (direct: launches of |D| = 2**28, LAUNCH_T_BITS, k_chunk = k being
     # cut to that), and the default K chunks
-    for k_chunk in (k, None):
+    for k_chunk in (k, None) + ((wg.SHORT_K,) if form == 4 and k <= 1024 else ()):
         u = cp.zeros((N, 2, m, 48), dtype=cp.uint8)
         wg.gemm_mod(a_res, b_res, _cuda_crt.modulus_table(N), u, m, 48, k_chunk=k_chunk,
                     cluster=cluster)

@@ -36,6 +36,8 @@ Ai Br) mod p`` as two INT32 chains of two products each, so B needs two residue 
 of three and the epilogue two reductions and no kept bytes, for a third more tensor-core work:
 the default for ``K <= 1024`` (``ozaki2.cuda.DIRECT_MAX_K``), where the epilogue bounds the
 kernel (1.8x faster than Karatsuba's form at K = 256 on the H100), Karatsuba's above.
+``crt_gemm_mod4_short`` is the same for launches of ``K <= 256`` (:data:`SHORT_K`; gates of 7
+and 8 qubits), whose ``|D| <= 2**23`` lets the epilogue reduce in three instructions.
 
 The epilogue writes whole 32-byte sectors: a thread's accumulators hold 2 adjacent output bytes
 every 8 columns, so each quad of lanes (one row) transposes its 4 x 4 block of 16-bit pieces
@@ -97,6 +99,11 @@ GROUP_N = 2
 #: with 2-byte epilogue stores pairs ran d = 8 in 23.6-24.1 against 25.4 ms; with the coalesced
 #: stores 25.8 against 22.4 (slower), and slower or equal on every other shape (``benchmarks/RESULTS.md`` section 7).
 CLUSTER = 1
+#: The direct form's kernel for launches of K <= :data:`SHORT_K` (``crt_gemm_mod4_short``): with
+#: ``|D| <= 2**23`` its epilogue reduces mod p in three instructions instead of four (no shift;
+#: ``products_wgmma.cu``, ``modp``'s SHORT, exact for every modulus 128 < p <= 256, checked
+#: exhaustively). Its key in the kernel table.
+SHORT_FORM, SHORT_K = "4s", 256
 _STAGE_BYTES = (BM + BN) * BK
 _SMEM_BYTES = STAGES * _STAGE_BYTES + 1024  # + alignment of the 1024-byte swizzle atoms
 
@@ -167,8 +174,8 @@ def max_clusters(cluster: int = 2) -> int:
 
 
 def _compile():
-    """The module (``cupy.cuda.function.Module``) holding ``crt_gemm_mod3``, ``crt_gemm_mod4``
-    and ``crt_gemm_mod3_c2`` (``kernels/products_wgmma.cu``, the PTX wrappers in
+    """The module (``cupy.cuda.function.Module``) holding ``crt_gemm_mod3``, ``crt_gemm_mod4``,
+    ``crt_gemm_mod4_short`` and ``crt_gemm_mod3_c2`` (``kernels/products_wgmma.cu``, the PTX wrappers in
     ``kernels/hopper.cuh``), compiled by NVRTC for sm_90a."""
     return sm90a_module(_KERNEL, _OPTIONS)
 
@@ -187,6 +194,7 @@ def available() -> bool:
             mod = _compile()
             funcs = {(3, 1): mod.get_function("crt_gemm_mod3"),
                      (4, 1): mod.get_function("crt_gemm_mod4"),
+                     (SHORT_FORM, 1): mod.get_function("crt_gemm_mod4_short"),
                      (3, 2): mod.get_function("crt_gemm_mod3_c2")}
             for func in funcs.values():
                 set_dynamic_smem(func, _SMEM_BYTES)
@@ -304,7 +312,8 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
                 ctypes.c_int32(kb0 > 0), ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
         params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
                                                  for a in args])
-        func = ctypes.c_void_p(_state["funcs"][(pa, cl)].ptr)
+        kernel = SHORT_FORM if pa == 4 and min(step, kblocks - kb0) * BK <= SHORT_K else pa
+        func = ctypes.c_void_p(_state["funcs"][(kernel, cl)].ptr)
         if cl == 1:
             res = _state["lib"].cuLaunchKernel(
                 func, ctypes.c_uint(grid), ctypes.c_uint(1), ctypes.c_uint(1), ctypes.c_uint(384),

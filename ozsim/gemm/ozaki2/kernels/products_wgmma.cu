@@ -22,9 +22,20 @@
 // negation per output). With it, and the bytes packed by byte_perm instead of shifts and ors,
 // the direct form's kernel issues 15% fewer instructions (Nsight Compute, H200, N = 28: d = 7
 // 2.45G -> 2.08G, 9.17 -> 8.37 ms; d = 8 2.74G -> 2.37G, 11.77 -> 11.00 ms); same bits.
-template <bool BIASED>
-__device__ __forceinline__ u32 modp(int t, u32 p, u32 M, u32 negp)
+// SHORT (the direct form with K <= 256 a launch, |T| <= K 2**15 <= 2**23): a = T + b with b the
+// least multiple of p >= 2**23 (`bias`), 0 <= a < 2**24 + p, and q = floor(a M32 / 2**32) with
+// M32 = ceil(2**32 / p) (`m32`): p M32 = 2**32 + e, 0 <= e < p, and q is floor(a / p) while
+// (floor(a / p) + 1) e < M32, that is for a < 2**32 / e + 1 - p >= 2**32 / 255 - 255 > 2**24
+// + 256: three instructions (add, mul.hi, mad), no shift (every p in (128, 256] checked
+// exhaustively over |T| <= 2**23). Nsight Compute, H200, N = 28: d = 7 2.08G -> 1.86G
+// instructions, 8.37 -> 7.92 ms; d = 8 2.37G -> 2.15G, 11.00 -> 10.60 ms; same bits.
+template <bool BIASED, bool SHORT = false>
+__device__ __forceinline__ u32 modp(int t, u32 p, u32 M, u32 negp, u32 bias = 0u, u32 m32 = 0u)
 {
+    if (SHORT) {
+        const u32 a = (u32)t + bias;
+        return a + __umulhi(a, m32) * negp;
+    }
     if (BIASED) {  // a + q (-p) mod 2**32 = a - q p: one multiply-add
         const u32 a = (u32)t + (p << 21);
         return a + (__umulhi(a, M) >> 7) * negp;
@@ -98,13 +109,16 @@ __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntile
 // The epilogue of chain t of a tile (TT = t for Karatsuba's chains; the direct form passes 0 and
 // its runtime t, whose loop is unrolled anyway): reduce the accumulators mod p, combine with the
 // kept bytes (Karatsuba), and write u_re / u_im in whole 32-byte sectors.
-template <int FORM, int TT, int NACC, int NKEEP>
+template <int FORM, int TT, bool SHORT, int NACC, int NKEEP>
 __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP], int t, u32 p,
                                          u32 M, unsigned char* __restrict__ ub, long long plane,
                                          int row0, int n0, int lane, int m, int ld, int acc)
 {
     u32 negp;  // -p, opaque (modp)
     asm("mov.b32 %0, %1;" : "=r"(negp) : "r"(0u - p));
+    // SHORT's constants (modp): the least multiple of p >= 2**23, ceil(2**32 / p)
+    const u32 bias = SHORT ? ((1u << 23) + p - 1u) / p * p : 0u;
+    const u32 m32 = SHORT ? 0xffffffffu / p + 1u : 0u;
     // accumulator i = 4 j + 2 h + e: row row0 + 8 h, column n0 + 2 (lane % 4) + 8 j + e. Per
     // group of 4 column blocks j = 4 g .. 4 g + 3 and row half h, the quad (lanes 4r .. 4r + 3,
     // one row) holds 32 adjacent output bytes as 2 bytes per lane and block; a 4 x 4 transpose
@@ -123,7 +137,7 @@ __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int q = i + e;
-                    const u32 r = modp<FORM == 4>(d[q], p, M, negp);
+                    const u32 r = modp<FORM == 4, SHORT>(d[q], p, M, negp, bias, m32);
                     if (FORM == 4) {
                         out[e] = r;
                         continue;
@@ -178,7 +192,7 @@ __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP
 // tensor-core work, a third less B traffic, and an epilogue of two reductions and no kept bytes.
 // u[l] (2, m, ld) uint8 of modulus l; A residues rows (l PA + a) mpa + i of the (N PA mpa, kpad)
 // tensor `ta`, B residues rows (l PB + b) nbp + j of `tb`; pm[l] = (p, M).
-template <int FORM, int CL>
+template <int FORM, int CL, bool SHORT = false>
 __device__ __forceinline__ void gemm_mod_body(
     const TMap& ta, const TMap& tb, int mpa, int nbp, int m, int ld, int kb0, int kblocks,
     int mtiles, int ntiles, int num_moduli, int group, int acc, const int2* __restrict__ pm,
@@ -291,11 +305,11 @@ __device__ __forceinline__ void gemm_mod_body(
 
             // the epilogue of chain t, compiled once per chain (t a template argument)
             if (FORM == 4 || t == 0) {
-                epilogue<FORM, 0>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
+                epilogue<FORM, 0, SHORT>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
             } else if (t == 1) {
-                epilogue<FORM, 1>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
+                epilogue<FORM, 1, SHORT>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
             } else {
-                epilogue<FORM, 2>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
+                epilogue<FORM, 2, SHORT>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
             }
         }
     }
@@ -315,6 +329,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod3(GEMM_MOD_PARA
 extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod4(GEMM_MOD_PARAMS)
 {
     gemm_mod_body<4, 1>(GEMM_MOD_ARGS);
+}
+// the direct form for K <= 256 a launch (modp's SHORT reduction)
+extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod4_short(GEMM_MOD_PARAMS)
+{
+    gemm_mod_body<4, 1, true>(GEMM_MOD_ARGS);
 }
 // launched in clusters of 2 CTAs (cuLaunchKernelEx)
 extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod3_c2(GEMM_MOD_PARAMS)
