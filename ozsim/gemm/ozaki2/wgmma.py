@@ -175,8 +175,8 @@ def max_clusters(cluster: int = 2) -> int:
 
 def _compile():
     """The module (``cupy.cuda.function.Module``) holding ``crt_gemm_mod3``, ``crt_gemm_mod4``,
-    ``crt_gemm_mod4_short`` and ``crt_gemm_mod3_c2`` (``kernels/products_wgmma.cu``, the PTX wrappers in
-    ``kernels/hopper.cuh``), compiled by NVRTC for sm_90a."""
+    ``crt_gemm_mod4_short`` and ``crt_gemm_mod3_c2`` (``kernels/products_wgmma.cu``, the PTX
+    wrappers in ``kernels/hopper.cuh``), compiled by NVRTC for sm_90a."""
     return sm90a_module(_KERNEL, _OPTIONS)
 
 
