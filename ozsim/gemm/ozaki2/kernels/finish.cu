@@ -108,7 +108,7 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     const FINISH_CV double* qw = lp + NLIMBC;
     const FINISH_CV double* start = qw + NLIMBC;
     const long long plane = m * ld;
-    const finish_word* ui = (const finish_word*)(u + i * ld + j0);  // j0 + 3 < ld
+    const finish_word* ui = (const finish_word*)(u + i * ld + j0);  // j0 + FINISH_COLS <= ld
     const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
     double res[2][FINISH_COLS];
 #if FINISH_PRELOAD  // one part per pass, but every word loaded up front (the loads overlap)
@@ -133,7 +133,7 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
 #endif
             }
         }
-        // per output (4 columns x PP parts): the quotient estimate and the digit sums; the
+        // per output (FINISH_COLS columns x PP parts): the quotient estimate and the digit sums; the
         // moduli loop outermost, so that each constant read from shared memory serves all
         double d[FINISH_COLS][PP][NLIMBC];
 #if !FINISH_SUMS

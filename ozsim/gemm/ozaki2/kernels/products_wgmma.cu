@@ -26,7 +26,7 @@
 // least multiple of p >= 2**23 (`bias`), 0 <= a < 2**24 + p, and q = floor(a M32 / 2**32) with
 // M32 = ceil(2**32 / p) (`m32`): p M32 = 2**32 + e, 0 <= e < p, and q is floor(a / p) while
 // (floor(a / p) + 1) e < M32, that is for a < 2**32 / e + 1 - p >= 2**32 / 255 - 255 > 2**24
-// + 256: three instructions (add, mul.hi, mad), no shift (every p in (128, 256] checked
+// + 256 (e = 0, p = 256: every a): three instructions (add, mul.hi, mad), no shift (every p in (128, 256] checked
 // exhaustively over |T| <= 2**23). Nsight Compute, H200, N = 28: d = 7 2.08G -> 1.86G
 // instructions, 8.37 -> 7.92 ms; d = 8 2.37G -> 2.15G, 11.00 -> 10.60 ms; same bits.
 template <bool BIASED, bool SHORT = false>
