@@ -109,16 +109,15 @@ __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntile
 // The epilogue of chain t of a tile (TT = t for Karatsuba's chains; the direct form passes 0 and
 // its runtime t, whose loop is unrolled anyway): reduce the accumulators mod p, combine with the
 // kept bytes (Karatsuba), and write u_re / u_im in whole 32-byte sectors.
+// bias, m32: modp's SHORT constants for p (gemm_mod_body makes them once per modulus).
 template <int FORM, int TT, bool SHORT, int NACC, int NKEEP>
 __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP], int t, u32 p,
-                                         u32 M, unsigned char* __restrict__ ub, long long plane,
-                                         int row0, int n0, int lane, int m, int ld, int acc)
+                                         u32 M, u32 bias, u32 m32, unsigned char* __restrict__ ub,
+                                         long long plane, int row0, int n0, int lane, int m,
+                                         int ld, int acc)
 {
     u32 negp;  // -p, opaque (modp)
     asm("mov.b32 %0, %1;" : "=r"(negp) : "r"(0u - p));
-    // SHORT's constants (modp): the least multiple of p >= 2**23, ceil(2**32 / p)
-    const u32 bias = SHORT ? ((1u << 23) + p - 1u) / p * p : 0u;
-    const u32 m32 = SHORT ? 0xffffffffu / p + 1u : 0u;
     // accumulator i = 4 j + 2 h + e: row row0 + 8 h, column n0 + 2 (lane % 4) + 8 j + e. Per
     // group of 4 column blocks j = 4 g .. 4 g + 3 and row half h, the quad (lanes 4r .. 4r + 3,
     // one row) holds 32 adjacent output bytes as 2 bytes per lane and block; a 4 x 4 transpose
@@ -266,13 +265,19 @@ __device__ __forceinline__ void gemm_mod_body(
 #pragma unroll
     for (int i = 0; i < NKEEP; ++i) keep[i] = 0u;
     const long long plane = (long long)m * ld;
-    int it = 0;
+    int it = 0, lprev = -1;
+    u32 bias = 0u, m32 = 0u;  // SHORT's constants (modp), made when the modulus changes
     for (int w = first_item; w < total; w += item_step) {
         int l, m0, n0;
         decode<CL>(w, per_mod, mgroups, ntiles, group, l, m0, n0);
         m0 += rank * BM;
         const int2 pmv = pm[l];
         const u32 p = (u32)pmv.x, M = (u32)pmv.y;
+        if (SHORT && l != lprev) {  // the least multiple of p >= 2**23, ceil(2**32 / p)
+            bias = ((1u << 23) + p - 1u) / p * p;
+            m32 = 0xffffffffu / p + 1u;
+            lprev = l;
+        }
         unsigned char* ub = u + (long long)l * 2 * plane;
         const int row0 = m0 + c * 64 + 16 * wq + (lane >> 2);
 #pragma unroll (FORM == 4 ? 2 : 1)  // FORM 3 unrolled spills (2 KB)
@@ -305,11 +310,14 @@ __device__ __forceinline__ void gemm_mod_body(
 
             // the epilogue of chain t, compiled once per chain (t a template argument)
             if (FORM == 4 || t == 0) {
-                epilogue<FORM, 0, SHORT>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
+                epilogue<FORM, 0, SHORT>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0, lane,
+                                             m, ld, acc);
             } else if (t == 1) {
-                epilogue<FORM, 1, SHORT>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
+                epilogue<FORM, 1, SHORT>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0, lane,
+                                             m, ld, acc);
             } else {
-                epilogue<FORM, 2, SHORT>(d, keep, t, p, M, ub, plane, row0, n0, lane, m, ld, acc);
+                epilogue<FORM, 2, SHORT>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0, lane,
+                                             m, ld, acc);
             }
         }
     }
