@@ -277,6 +277,34 @@ class Result:
             self._amplitudes = self._amplitudes.get()
         return self._amplitudes
 
+    def amplitude_range(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Amplitudes ``start .. stop - 1`` (little-endian index) as a NumPy copy, taken where the
+        state lives: of a GPU run's state only those ``16 (stop - start)`` bytes come to the host
+        (:attr:`statevector` brings all ``16 * 2**N``, which a large state's host may not hold
+        beside it).
+
+        Args:
+            start, stop: ``0 <= start <= stop <= 2**N`` (``stop=None``: ``2**N``).
+
+        Returns:
+            ``(stop - start,)`` complex128 (complex64 in single precision) NumPy.
+
+        Raises:
+            ValueError: a range outside ``0 .. 2**N``.
+            UnsupportedOperationError: as :attr:`statevector` (a trajectory or distributed run).
+        """
+        size = 1 << self.num_qubits
+        stop = size if stop is None else stop
+        if isinstance(start, bool) or isinstance(stop, bool) or not (
+                isinstance(start, numbers.Integral) and isinstance(stop, numbers.Integral)
+                and 0 <= start <= stop <= size):
+            raise ValueError(f"need integers 0 <= start <= stop <= 2**{self.num_qubits}, got "
+                             f"start={start!r}, stop={stop!r}")
+        psi = self._amplitudes
+        if psi is None or isinstance(psi, np.ndarray):
+            return np.array(self.statevector[start:stop])
+        return psi[start:stop].get()
+
     def probabilities(self) -> np.ndarray:
         """``|amplitude|**2``, ``(2**N,)`` float64, little-endian index."""
         psi = self.statevector

@@ -72,3 +72,18 @@ def test_qv_bench_cpu_brickwork_with_the_gemm_path_baseline(tmp_path):
     for r in rows[1:]:
         assert r["seconds"] > 0 and r["N"] == 8
         assert 0 <= r["max_abs_diff_vs_first"] < 1e-12  # the same state, whichever path
+
+
+def test_qv_bench_compares_the_first_amplitudes_and_takes_the_norm(tmp_path):
+    out = tmp_path / "qv.json"
+    subprocess.run(
+        [sys.executable, str(BENCH / "qv_bench.py"), "--device", "cpu", "--qubits", "8",
+         "--depth", "3", "--brickwork", "2", "--backends", "zgemm,int8-crt-auto:T=0",
+         "--compare-first", "16", "--repeat", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, check=True)
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["backend"] for r in rows] == ["zgemm", "int8-crt-auto:T=0"]
+    for r in rows:
+        assert abs(r["norm"] - 1) < 1e-13 and r["peak_memory_bytes"] >= 16 * 2**8
+        assert len(r["all_seconds"]) == 2 and r["seconds"] == min(r["all_seconds"])
+    assert 0 <= rows[1]["max_abs_diff_vs_first"] < 1e-12

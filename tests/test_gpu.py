@@ -284,6 +284,9 @@ def test_brickwork_zgemm_on_gpu_close_to_cpu_and_state_stays_on_device():
     cpu = Simulator(backend="zgemm", device="cpu", max_fused_qubits=0).run(circ)
     gpu = Simulator(backend="zgemm", device="gpu", max_fused_qubits=0).run(circ)
     assert isinstance(gpu._amplitudes, cp.ndarray)  # no host copy until asked for
+    np.testing.assert_allclose(gpu.amplitude_range(100, 300), cpu.statevector[100:300], rtol=0,
+                               atol=1e-12)
+    assert isinstance(gpu._amplitudes, cp.ndarray)  # a range leaves the state on the device
     np.testing.assert_allclose(gpu.statevector, cpu.statevector, rtol=0, atol=1e-12)
 
 

@@ -105,6 +105,19 @@ def test_result_metadata_and_splits():
     assert md["wall_time_s"] > 0 and md["peak_memory_bytes"] >= 2 * 16 * 32
 
 
+def test_amplitude_range_is_a_slice_of_the_statevector():
+    rng = np.random.default_rng(303)
+    circ, _ = _random_pair(rng, 5, [(0, 1), (2, 3), (1, 2), (3, 4)])
+    res = Simulator(backend="zgemm", device="cpu").run(circ)
+    psi = res.statevector
+    np.testing.assert_array_equal(res.amplitude_range(3, 17), psi[3:17])
+    np.testing.assert_array_equal(res.amplitude_range(), psi)
+    assert res.amplitude_range(32, 32).shape == (0,)
+    for bad in [(-1, 4), (4, 3), (0, 33), (0.5, 4), (True, 4)]:
+        with pytest.raises(ValueError, match="0 <= start <= stop <= 2\\*\\*5"):
+            res.amplitude_range(*bad)
+
+
 def test_sample_counts_keys_follow_qiskit():
     circ = Circuit(3, 3, cregs=[("a", 1), ("b", 2)])
     x = np.array([[0, 1], [1, 0]], dtype=complex)
