@@ -393,6 +393,60 @@ def test_fused_extreme_products(form, k, cluster):
                 assert np.array_equal(got[i, j], np.broadcast_to(want[j] % p, (m, n))), (p, j)
 
 
+def _unpermute(u):
+    """gemm_mod's permuted stores back in column order: in each aligned group of 32 columns,
+    column c's byte lies at c with bits 1-2 and 3-4 swapped (its own inverse)."""
+    s = np.arange(u.shape[-1])
+    c = (s & ~31) | ((s & 6) << 2) | ((s >> 2) & 6) | (s & 1)
+    out = np.empty_like(u)
+    out[..., c] = u
+    return out
+
+
+@pytest.mark.parametrize("form, k, k_chunk", [(4, 256, None), (4, 1024, None), (4, 1024, 256),
+                                               (3, 384, None), (3, 384, 128)])
+def test_fused_permuted_stores_are_a_column_permutation(form, k, k_chunk):
+    """permuted=True stores the very bytes of permuted=False, each row's columns swapped
+    within groups of 32 (the direct form in one launch, short and plain, and in launches of
+    256 that add to the earlier ones; Karatsuba likewise), on random residues of 15 moduli; an
+    ld that is not a multiple of 32 is refused."""
+    wg = _fused_or_skip()
+    rng = np.random.default_rng(k + form)
+    N, m, n, ld = 15, 37, 90, 96
+    pa, pb = (3, 3) if form == 3 else (4, 2)
+    a_res = cp.asarray(rng.integers(-128, 128, (N, pa, 40, k), dtype=np.int8))
+    b_res = cp.asarray(rng.integers(-128, 128, (N, pb, n, k), dtype=np.int8))
+    pm = _cuda_crt.modulus_table(N)
+    got = []
+    for permuted in (False, True):
+        u = cp.zeros((N, 2, m, ld), dtype=cp.uint8)
+        wg.gemm_mod(a_res, b_res, pm, u, m, ld, k_chunk=k_chunk, permuted=permuted)
+        got.append(u.get())
+    assert got[0][..., :n].any()
+    assert np.array_equal(_unpermute(got[1])[..., :n], got[0][..., :n])
+    assert not np.array_equal(got[1][..., :n], got[0][..., :n])  # the stores did move
+    with pytest.raises(ValueError, match="ld % 32"):
+        wg.gemm_mod(a_res, b_res, pm, cp.zeros((N, 2, m, 112), cp.uint8), m, 112,
+                    permuted=True)
+
+
+@pytest.mark.parametrize("n", [90, 250, 1024])
+def test_fused_permuted_path_equal_to_cpu(n, monkeypatch):
+    """The GEMM path with the permuted stores (ld % 32 == 0: n = 90 and 250 end inside a group
+    of 32, 1024 fills them) and without them: = CPU bitwise, direct form (k = 200, the short
+    kernel) and Karatsuba (k = 300 forced)."""
+    wg = _fused_or_skip()
+    for env, k in (("4", 200), ("3", 300)):
+        monkeypatch.setenv("OZSIM_CRT_FUSED", env)
+        a, b = _pair(n + k, 40, k, n, 2.0)
+        want = zgemm(a, b, backend="int8-crt15")
+        for permuted in (True, False):
+            monkeypatch.setattr(wg, "PERMUTED", permuted)
+            got = zgemm(cp.asarray(a), cp.asarray(b), backend="int8-crt15")
+            assert _cuda_crt.last_stats["fused"], (n, env)
+            assert np.array_equal(got.get(), want), (n, env, permuted)
+
+
 def test_fused_direct_rejects_overflowing_k():
     """The direct form's INT32 chains hold k 2**15: kpad > 32768 is refused, not wrapped."""
     wg = _fused_or_skip()

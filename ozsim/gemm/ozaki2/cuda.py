@@ -918,13 +918,14 @@ def int8_crt_zgemm_gpu(prep, b, plan, *, b_exponents=None, out=None, workspace_b
             finish_k = _finish_kernel(N)
         ld = _pad16(nbj) if fused else nbpj
         uj = u.ravel()[: N * 2 * m * ld].reshape(N, 2, m, ld)
+        perm = fused and ld % 32 == 0 and _crt_wgmma.PERMUTED
         if fused:
             with _gpu._stage("gemm"):
-                _crt_wgmma.gemm_mod(a_res, bres, modulus_table(N), uj, m, ld)
+                _crt_wgmma.gemm_mod(a_res, bres, modulus_table(N), uj, m, ld, permuted=perm)
         else:
             _products_cublas(handle, a_res, bres, planes, uj, const.moduli, m, kpad,
                              prep.is_real)
-        _finish(finish_k, uj, m, nbj, ld, cst, prep, fj, ga + gb, oj, so_r, so_c)
+        _finish(finish_k, uj, m, nbj, ld, cst, prep, fj, ga + gb, oj, so_r, so_c, perm)
     if flag_b is not None:
         settle(None, flag_b)
     return out
@@ -953,11 +954,16 @@ def _products_cublas(handle, a_res, bres, planes, u, moduli, m, kpad, real_a=Fal
                       reduce_multiplier(p), u[i]))
 
 
-def _finish(finish_k, u, m, nbj, ld, cst, prep, fb, gsum, out, so_r, so_c):
-    """``crt_finish`` over the ``(N, 2, m, ld)`` residues of one column block into ``out``."""
+def _finish(finish_k, u, m, nbj, ld, cst, prep, fb, gsum, out, so_r, so_c, perm=False):
+    """``crt_finish`` over the ``(N, 2, m, ld)`` residues of one column block into ``out``;
+    ``perm``: ``u`` as :func:`ozsim.gemm.ozaki2.wgmma.gemm_mod` stores it ``permuted`` (its
+    threads then cover every aligned group of 32 stored bytes that holds a column below
+    ``nbj``)."""
     cols = _finish_columns(u.shape[0])
+    stored = -(-nbj // 32) * 32 if perm else nbj
     with _gpu._stage("crt"):
         for i0 in range(0, m, 65535):  # grid y: rows
-            finish_k((-(-nbj // (cols * _THREADS)), min(m - i0, 65535)), (_THREADS,),
+            finish_k((-(-stored // (cols * _THREADS)), min(m - i0, 65535)), (_THREADS,),
                      (u, np.int64(m), np.int64(nbj), np.int64(ld), cst, prep.norm_exponents,
-                      fb, np.int32(gsum), out, np.int64(so_r), np.int64(so_c), np.int64(i0)))
+                      fb, np.int32(gsum), out, np.int64(so_r), np.int64(so_c), np.int64(i0),
+                      np.int32(perm)))

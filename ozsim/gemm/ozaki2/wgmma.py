@@ -104,6 +104,10 @@ CLUSTER = 1
 #: ``products_wgmma.cu``, ``modp``'s SHORT, exact for every modulus 128 < p <= 256, checked
 #: exhaustively). Its key in the kernel table.
 SHORT_FORM, SHORT_K = "4s", 256
+#: The GEMM path (``ozaki2.cuda.int8_crt_zgemm_gpu``) stores ``u`` in the epilogue's own order
+#: where ``ld % 32 == 0`` (:func:`gemm_mod`'s ``permuted``; ``crt_finish`` reads it so): no quad
+#: transpose; the same bytes in other places, so the same results.
+PERMUTED = True
 _STAGE_BYTES = (BM + BN) * BK
 _SMEM_BYTES = STAGES * _STAGE_BYTES + 1024  # + alignment of the 1024-byte swizzle atoms
 
@@ -227,7 +231,7 @@ def _tensor_map(ptr: int, rows: int, kpad: int, box_rows: int) -> _TMap:
 
 def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
              ctas: int | None = None, k_chunk: int | None = None,
-             cluster: int | None = None) -> None:
+             cluster: int | None = None, permuted: bool = False) -> None:
     """``u[l] = [Re(A B) mod p_l, Im(A B) mod p_l]`` for every modulus ``l`` from INT8 residues,
     one launch per K chunk on the current CuPy stream (:func:`available` must be True).
 
@@ -263,6 +267,11 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
             ``m0`` and ``m0 + 128`` of the same column tile in lockstep, each loading half of
             the B tile with TMA multicast to both (B read from L2 once per pair); default
             :data:`CLUSTER` (tuning; the results are the same).
+        permuted: store each row's bytes permuted within aligned groups of 32 columns (column
+            ``c`` at ``c`` with bits 1-2 and 3-4 swapped, an involution), as the epilogue holds
+            them, without its 4 x 4 transpose inside each quad of lanes (about an instruction an
+            output byte); ``crt_finish`` reads that order (``finish.cu``, perm). Needs
+            ``ld % 32 == 0``.
 
     The products run over the stored K (exact INT32 sums). Every ``u[l, :, i, j]`` with
     ``i < m``, ``j < min(nbp, ld)`` is written; columns up to the next multiple of 256 below
@@ -270,14 +279,17 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
     ``nb <= nbp`` columns).
 
     Raises:
-        ValueError: ``kpad`` or ``ld`` not a multiple of 16, a non-contiguous array, planes
-            other than 3/3 or 4/2, or the direct form with ``kpad > 32768``.
+        ValueError: ``kpad`` or ``ld`` not a multiple of 16 (``ld`` of 32 when ``permuted``),
+            a non-contiguous array, planes other than 3/3 or 4/2, or the direct form with
+            ``kpad > 32768``.
         RuntimeError: the driver refused the tensor maps or the launch (its status code).
     """
     N, pa, mpa, kpad = a_res.shape
     pb, nbp = b_res.shape[1], b_res.shape[2]
     if kpad % 16 or b_res.shape[3] != kpad or ld % 16:
         raise ValueError("crt_gemm_mod needs kpad and ld multiples of 16")
+    if permuted and ld % 32:
+        raise ValueError(f"crt_gemm_mod's permuted stores need ld % 32 == 0, got ld = {ld}")
     mtiles, ntiles = -(-m // BM), -(-min(nbp, ld) // BN)
     cl = int(CLUSTER if cluster is None else cluster)
     if cl not in (1, 2) or (cl == 2 and pa != 3):
@@ -309,7 +321,8 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
                 ctypes.c_int32(ld), ctypes.c_int32(kb0), ctypes.c_int32(min(step, kblocks - kb0)),
                 ctypes.c_int32(mtiles), ctypes.c_int32(ntiles), ctypes.c_int32(N),
                 ctypes.c_int32(max(1, int(GROUP_N if group is None else group))),
-                ctypes.c_int32(kb0 > 0), ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
+                ctypes.c_int32(kb0 > 0), ctypes.c_int32(bool(permuted)),
+                ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
         params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
                                                  for a in args])
         kernel = SHORT_FORM if pa == 4 and min(step, kblocks - kb0) * BK <= SHORT_K else pa

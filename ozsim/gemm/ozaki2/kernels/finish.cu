@@ -20,6 +20,10 @@
 // so the same bits (H200, N = 30, int8-crt-auto T = 0 through StateVector.apply: 9.47-9.82x ->
 // 9.40-9.42x the copy floor at d = 7, 11.17-11.25x -> 10.95-11.01x at 8, level at 6 and 10);
 // 0: the sums as ozaki2._CRTAccumulator writes them.
+// perm: u as crt_gemm_mod's epilogue stores it without its quad transpose (products_wgmma.cu,
+// ld % 32 == 0): in each aligned group of 32 columns the byte of column c at s = c with bits 1-2
+// and 3-4 swapped; a thread reads stored bytes s0 .. s0 + FINISH_COLS - 1 as before and writes
+// columns c(s) (adjacent in pairs: bit 0 stays).
 // out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). Each thread takes
 // FINISH_COLS (4, 2 or 1) adjacent columns of row i (blockIdx.y: i - i0), one word of that many
 // bytes a plane, in passes of FINISH_PARTS parts: 2 (re and im
@@ -78,7 +82,7 @@ __constant__ double finish_cst[NMODC * (NLIMBC + 1) + 3 * NLIMBC];
 extern "C" __global__ void FINISH_BOUNDS crt_finish(
     const unsigned char* __restrict__ u, long long m, long long nb, long long ld,
     const double* __restrict__ cst, const int* __restrict__ fa, const int* __restrict__ fb,
-    int gsum, double2* __restrict__ out, long long so_r, long long so_c, long long i0)
+    int gsum, double2* __restrict__ out, long long so_r, long long so_c, long long i0, int perm)
 {
     constexpr int PP = FINISH_PARTS;
 #if FINISH_CONST
@@ -90,8 +94,9 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     __syncthreads();
 #endif
     const long long i = i0 + blockIdx.y;
+    // j0: the first stored byte of the thread's word (its first column unless perm)
     const long long j0 = FINISH_COLS * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
-    if (j0 >= nb) return;
+    if ((perm ? (j0 & ~31LL) : j0) >= nb) return;
     // one part per pass: volatile, so that the constants are read where used, once per pass,
     // not hoisted out of the pass loop into registers (N (NLIMBC + 1) doubles would undo the
     // halved state); both parts in one pass: plain (volatile reads there took 222-254 registers)
@@ -214,8 +219,9 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     const int sha = fa[i] - gsum;
 #pragma unroll
     for (int col = 0; col < FINISH_COLS; ++col) {
-        const long long j = j0 + col;
-        if (j >= nb) break;
+        const long long s = j0 + col;  // swap bits 1-2 with 3-4 (perm)
+        const long long j = perm ? ((s & ~31LL) | ((s & 6) << 2) | ((s >> 2) & 6) | (s & 1)) : s;
+        if (j >= nb) continue;
         const int sh = sha + fb[j];
         out[i * so_r + j * so_c] = make_double2(ldexp(res[0][col], sh), ldexp(res[1][col], sh));
     }

@@ -110,11 +110,18 @@ __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntile
 // its runtime t, whose loop is unrolled anyway): reduce the accumulators mod p, combine with the
 // kept bytes (Karatsuba), and write u_re / u_im in whole 32-byte sectors.
 // bias, m32: modp's SHORT constants for p (gemm_mod_body makes them once per modulus).
+// perm (ld % 32 == 0): no quad transpose; each lane stores its own 8 bytes, so that within each
+// aligned group of 32 columns the byte of column c = 8 jj + 2 q + e lies at s = 8 q + 2 jj + e
+// (bits 1-2 and 3-4 of the column swapped, an involution), which crt_finish undoes as it reads
+// (finish.cu, perm): about an instruction an output byte less (the 2 shuffles and 4 byte_perms
+// per 8 bytes), the same bytes. H200, N = 30, 15 moduli, the GEMM path through StateVector.apply
+// alternately with and without (3 target sets x 2): the products stage 4.47-4.63 -> 4.02-4.32
+// times the copy floor at d = 7, 5.78-6.00 -> 5.68-5.86 at 8, 8.75-9.01 -> 8.54-8.8 at 9.
 template <int FORM, int TT, bool SHORT, int NACC, int NKEEP>
 __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP], int t, u32 p,
                                          u32 M, u32 bias, u32 m32, unsigned char* __restrict__ ub,
                                          long long plane, int row0, int n0, int lane, int m,
-                                         int ld, int acc)
+                                         int ld, int acc, int perm)
 {
     u32 negp;  // -p, opaque (modp)
     asm("mov.b32 %0, %1;" : "=r"(negp) : "r"(0u - p));
@@ -168,7 +175,7 @@ __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP
             const int col = n0 + 8 * (4 * g + (lane & 3));  // 8 bytes: col .. col + 7
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                quad_transpose(w[h][0], w[h][1], lane);
+                if (!perm) quad_transpose(w[h][0], w[h][1], lane);
                 const int row = row0 + 8 * h;
                 if (row < m && col < ld) {  // ld % 16 == 0: col + 7 < ld too
                     unsigned char* dst = ub + pl * plane + (long long)row * ld + col;
@@ -194,8 +201,8 @@ __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP
 template <int FORM, int CL, bool SHORT = false>
 __device__ __forceinline__ void gemm_mod_body(
     const TMap& ta, const TMap& tb, int mpa, int nbp, int m, int ld, int kb0, int kblocks,
-    int mtiles, int ntiles, int num_moduli, int group, int acc, const int2* __restrict__ pm,
-    unsigned char* __restrict__ u)
+    int mtiles, int ntiles, int num_moduli, int group, int acc, int perm,
+    const int2* __restrict__ pm, unsigned char* __restrict__ u)
 {
     constexpr int PA = FORM == 4 ? 4 : 3, PB = FORM == 4 ? 2 : 3;
     constexpr int CHAINS = FORM == 4 ? 2 : 3, LEN = FORM == 4 ? 2 : 1;
@@ -311,13 +318,13 @@ __device__ __forceinline__ void gemm_mod_body(
             // the epilogue of chain t, compiled once per chain (t a template argument)
             if (FORM == 4 || t == 0) {
                 epilogue<FORM, 0, SHORT>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0, lane,
-                                             m, ld, acc);
+                                             m, ld, acc, perm);
             } else if (t == 1) {
                 epilogue<FORM, 1, SHORT>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0, lane,
-                                             m, ld, acc);
+                                             m, ld, acc, perm);
             } else {
                 epilogue<FORM, 2, SHORT>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0, lane,
-                                             m, ld, acc);
+                                             m, ld, acc, perm);
             }
         }
     }
@@ -326,9 +333,10 @@ __device__ __forceinline__ void gemm_mod_body(
 
 #define GEMM_MOD_PARAMS const __grid_constant__ TMap ta, const __grid_constant__ TMap tb, \
     int mpa, int nbp, int m, int ld, int kb0, int kblocks, int mtiles, int ntiles, \
-    int num_moduli, int group, int acc, const int2* __restrict__ pm, unsigned char* __restrict__ u
+    int num_moduli, int group, int acc, int perm, const int2* __restrict__ pm, \
+    unsigned char* __restrict__ u
 #define GEMM_MOD_ARGS ta, tb, mpa, nbp, m, ld, kb0, kblocks, mtiles, ntiles, num_moduli, group, \
-    acc, pm, u
+    acc, perm, pm, u
 
 extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod3(GEMM_MOD_PARAMS)
 {
