@@ -116,7 +116,7 @@ __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntile
 // (finish.cu, perm): about an instruction an output byte less (the 2 shuffles and 4 byte_perms
 // per 8 bytes), the same bytes. H200, N = 30, 15 moduli, the GEMM path through StateVector.apply
 // alternately with and without (3 target sets x 2): the products stage 4.47-4.63 -> 4.02-4.32
-// times the copy floor at d = 7, 5.78-6.00 -> 5.68-5.86 at 8, 8.75-9.01 -> 8.54-8.8 at 9.
+// times the copy floor at d = 7; medians 5.85 -> 5.80 at 8, 8.87 -> 8.82 at 9.
 template <int FORM, int TT, bool SHORT, int NACC, int NKEEP>
 __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP], int t, u32 p,
                                          u32 M, u32 bias, u32 m32, unsigned char* __restrict__ ub,
