@@ -23,7 +23,9 @@
 // perm: u as crt_gemm_mod's epilogue stores it without its quad transpose (products_wgmma.cu,
 // ld % 32 == 0): in each aligned group of 32 columns the byte of column c at s = c with bits 1-2
 // and 3-4 swapped; a thread reads stored bytes s0 .. s0 + FINISH_COLS - 1 as before and writes
-// columns c(s) (adjacent in pairs: bit 0 stays).
+// columns c(s) (adjacent in pairs: bit 0 stays). The kernel branches once on perm into a body
+// compiled for each (finish_body<PERM>): the test per column inside one body took 856
+// instructions against 744 (15 moduli, SASS).
 // out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). Each thread takes
 // FINISH_COLS (4, 2 or 1) adjacent columns of row i (blockIdx.y: i - i0), one word of that many
 // bytes a plane, in passes of FINISH_PARTS parts: 2 (re and im
@@ -65,6 +67,9 @@ typedef unsigned char finish_word;
 #undef FINISH_PRELOAD
 #define FINISH_PRELOAD 0
 #endif
+#ifndef FINISH_LOP3  // each byte's high word in one lop3 (x & 0xff000) | 0x40700000 after its
+#define FINISH_LOP3 1  // shift, written as inline PTX: ptxas made an and and an or of it (3
+#endif                 // instructions a byte -> 2; 15 moduli: 856 -> 792 in the kernel's SASS)
 #ifndef FINISH_CONST  // the constants from the constant bank (1: finish_cst, filled once per
 #define FINISH_CONST 0  // module by ozaki2.cuda._finish_kernel; uniform loads, no shared memory),
 #endif  // or staged in shared memory from cst (0). H200, N = 30, 15 moduli, d = 7 / 8 / 9:
@@ -79,24 +84,17 @@ __constant__ double finish_cst[NMODC * (NLIMBC + 1) + 3 * NLIMBC];
 #else  // both parts, 4 columns: no bounds (96 registers at N = 15, 128 at N = 16)
 #define FINISH_BOUNDS
 #endif
-extern "C" __global__ void FINISH_BOUNDS crt_finish(
+template <bool PERM>
+__device__ __forceinline__ void finish_body(
     const unsigned char* __restrict__ u, long long m, long long nb, long long ld,
-    const double* __restrict__ cst, const int* __restrict__ fa, const int* __restrict__ fb,
-    int gsum, double2* __restrict__ out, long long so_r, long long so_c, long long i0, int perm)
+    const double* sc, const int* __restrict__ fa, const int* __restrict__ fb, int gsum,
+    double2* __restrict__ out, long long so_r, long long so_c, long long i0)
 {
     constexpr int PP = FINISH_PARTS;
-#if FINISH_CONST
-    const double* sc = finish_cst;
-#else
-    __shared__ double sc[NMODC * (NLIMBC + 1) + 3 * NLIMBC];
-    const int ncst = NMODC * (NLIMBC + 1) + 3 * NLIMBC;
-    for (int t = threadIdx.x; t < ncst; t += blockDim.x) sc[t] = cst[t];
-    __syncthreads();
-#endif
     const long long i = i0 + blockIdx.y;
-    // j0: the first stored byte of the thread's word (its first column unless perm)
+    // j0: the first stored byte of the thread's word (its first column unless PERM)
     const long long j0 = FINISH_COLS * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
-    if ((perm ? (j0 & ~31LL) : j0) >= nb) return;
+    if ((PERM ? (j0 & ~31LL) : j0) >= nb) return;
     // one part per pass: volatile, so that the constants are read where used, once per pass,
     // not hoisted out of the pass loop into registers (N (NLIMBC + 1) doubles would undo the
     // halved state); both parts in one pass: plain (volatile reads there took 222-254 registers)
@@ -112,7 +110,7 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     const FINISH_CV double* lp = sc + NMODC + NMODC * NLIMBC;
     const FINISH_CV double* qw = lp + NLIMBC;
     const FINISH_CV double* start = qw + NLIMBC;
-    const long long plane = m * ld;
+    const long long plane = m * ld / FINISH_COLS;  // words from one plane to the next
     const finish_word* ui = (const finish_word*)(u + i * ld + j0);  // j0 + FINISH_COLS <= ld
     const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
     double res[2][FINISH_COLS];
@@ -120,8 +118,8 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     unsigned int w_re[NMODC], w_im[NMODC];
 #pragma unroll
     for (int l = 0; l < NMODC; ++l) {
-        w_re[l] = ui[(2 * l) * (plane / FINISH_COLS)];
-        w_im[l] = ui[(2 * l + 1) * (plane / FINISH_COLS)];
+        w_re[l] = ui[(2 * l) * plane];
+        w_im[l] = ui[(2 * l + 1) * plane];
     }
 #endif
 #pragma unroll 1
@@ -134,7 +132,7 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
 #if FINISH_PRELOAD
                 w[l][pp] = p0 ? w_im[l] : w_re[l];
 #else
-                w[l][pp] = ui[(2 * l + p0 + pp) * (plane / FINISH_COLS)];
+                w[l][pp] = ui[(2 * l + p0 + pp) * plane];
 #endif
             }
         }
@@ -168,9 +166,15 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
 #pragma unroll
                 for (int pp = 0; pp < PP; ++pp) {
 #if FINISH_SUMS  // 256 + byte = 2**8 (1 + byte 2**-8): high word 0x40700000 | byte << 12
-                    const unsigned int hi = (col < 2 ? w[l][pp] << (12 - 8 * col)
-                                                     : w[l][pp] >> (8 * col - 12)) & 0xff000u;
-                    const double v = __hiloint2double(0x40700000 | hi, 0);
+                    const unsigned int x = col < 2 ? w[l][pp] << (12 - 8 * col)
+                                                   : w[l][pp] >> (8 * col - 12);
+                    unsigned int hi;
+#if FINISH_LOP3  // the mask and the or in one lop3 (FINISH_LOP3)
+                    asm("lop3.b32 %0, %1, 0xff000, 0x40700000, 0xea;" : "=r"(hi) : "r"(x));
+#else
+                    hi = 0x40700000 | (x & 0xff000u);
+#endif
+                    const double v = __hiloint2double(hi, 0);
 #else  // 2**52 + byte, exactly, minus 2**52
                     const unsigned int byte = (w[l][pp] >> (8 * col)) & 0xffu;
                     const double v = __hiloint2double(0x43300000, byte) - 4503599627370496.0;
@@ -219,10 +223,33 @@ extern "C" __global__ void FINISH_BOUNDS crt_finish(
     const int sha = fa[i] - gsum;
 #pragma unroll
     for (int col = 0; col < FINISH_COLS; ++col) {
-        const long long s = j0 + col;  // swap bits 1-2 with 3-4 (perm)
-        const long long j = perm ? ((s & ~31LL) | ((s & 6) << 2) | ((s >> 2) & 6) | (s & 1)) : s;
+        const int t = (int)(j0 & 31) + col;  // PERM: bits 1-2 and 3-4 of t swapped
+        const long long j = PERM ? (j0 & ~31LL) + (((t & 6) << 2) | ((t >> 2) & 6) | (t & 1))
+                                 : j0 + col;
         if (j >= nb) continue;
         const int sh = sha + fb[j];
         out[i * so_r + j * so_c] = make_double2(ldexp(res[0][col], sh), ldexp(res[1][col], sh));
+    }
+}
+
+// perm (a uniform branch): u's columns as the fused products kernel stores them (above), or in
+// order
+extern "C" __global__ void FINISH_BOUNDS crt_finish(
+    const unsigned char* __restrict__ u, long long m, long long nb, long long ld,
+    const double* __restrict__ cst, const int* __restrict__ fa, const int* __restrict__ fb,
+    int gsum, double2* __restrict__ out, long long so_r, long long so_c, long long i0, int perm)
+{
+#if FINISH_CONST
+    const double* sc = finish_cst;
+#else
+    __shared__ double sc[NMODC * (NLIMBC + 1) + 3 * NLIMBC];
+    const int ncst = NMODC * (NLIMBC + 1) + 3 * NLIMBC;
+    for (int t = threadIdx.x; t < ncst; t += blockDim.x) sc[t] = cst[t];
+    __syncthreads();
+#endif
+    if (perm) {
+        finish_body<true>(u, m, nb, ld, sc, fa, fb, gsum, out, so_r, so_c, i0);
+    } else {
+        finish_body<false>(u, m, nb, ld, sc, fa, fb, gsum, out, so_r, so_c, i0);
     }
 }
