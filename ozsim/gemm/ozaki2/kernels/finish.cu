@@ -23,7 +23,8 @@
 // perm: u as crt_gemm_mod's epilogue stores it without its quad transpose (products_wgmma.cu,
 // ld % 32 == 0): in each aligned group of 32 columns the byte of column c at s = c with bits 1-2
 // and 3-4 swapped; a thread reads stored bytes s0 .. s0 + FINISH_COLS - 1 as before and writes
-// columns c(s) (adjacent in pairs: bit 0 stays). The kernel branches once on perm into a body
+// columns c(s) (adjacent in pairs: bit 0 stays; with 1 or 2 columns a thread it takes columns
+// j0 .. in order, read at s(j0)). The kernel branches once on perm into a body
 // compiled for each (finish_body<PERM>): the test per column inside one body took 856
 // instructions against 744 (15 moduli, SASS).
 // out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). Each thread takes
@@ -92,9 +93,18 @@ __device__ __forceinline__ void finish_body(
 {
     constexpr int PP = FINISH_PARTS;
     const long long i = i0 + blockIdx.y;
-    // j0: the first stored byte of the thread's word (its first column unless PERM)
+    // j0: the thread's first column, or with PERM and 4 columns the first stored byte of its
+    // word (4 adjacent columns are not adjacent bytes there: columns c(s0 .. s0 + 3)); with 1 or
+    // 2 columns (adjacent bytes at s(j0)) the thread takes j0, j0 + 1 and reads them at s(j0),
+    // so that the stores and fb's loads run in column order as without PERM (15 moduli, H200,
+    // N = 30, the reconstruction stage at d = 7, times the copy floor: the columns c(s)
+    // 2.14-2.21 against 1.93-1.94 in order; this form 1.93-1.96 against 1.93-1.94)
+    constexpr bool SPERM = PERM && FINISH_COLS == 4;  // the thread's columns in stored order
     const long long j0 = FINISH_COLS * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
-    if ((PERM ? (j0 & ~31LL) : j0) >= nb) return;
+    if ((SPERM ? (j0 & ~31LL) : j0) >= nb) return;
+    const int t0 = (int)(j0 & 31);  // the thread's stored byte in its group of 32 (PERM, 1-2 cols)
+    const long long js = PERM && !SPERM
+        ? (j0 & ~31LL) + (((t0 & 6) << 2) | ((t0 >> 2) & 6) | (t0 & 1)) : j0;
     // one part per pass: volatile, so that the constants are read where used, once per pass,
     // not hoisted out of the pass loop into registers (N (NLIMBC + 1) doubles would undo the
     // halved state); both parts in one pass: plain (volatile reads there took 222-254 registers)
@@ -111,7 +121,7 @@ __device__ __forceinline__ void finish_body(
     const FINISH_CV double* qw = lp + NLIMBC;
     const FINISH_CV double* start = qw + NLIMBC;
     const long long plane = m * ld / FINISH_COLS;  // words from one plane to the next
-    const finish_word* ui = (const finish_word*)(u + i * ld + j0);  // j0 + FINISH_COLS <= ld
+    const finish_word* ui = (const finish_word*)(u + i * ld + js);  // js + FINISH_COLS <= ld
     const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
     double res[2][FINISH_COLS];
 #if FINISH_PRELOAD  // one part per pass, but every word loaded up front (the loads overlap)
@@ -223,9 +233,9 @@ __device__ __forceinline__ void finish_body(
     const int sha = fa[i] - gsum;
 #pragma unroll
     for (int col = 0; col < FINISH_COLS; ++col) {
-        const int t = (int)(j0 & 31) + col;  // PERM: bits 1-2 and 3-4 of t swapped
-        const long long j = PERM ? (j0 & ~31LL) + (((t & 6) << 2) | ((t >> 2) & 6) | (t & 1))
-                                 : j0 + col;
+        const int t = (int)(j0 & 31) + col;  // SPERM: bits 1-2 and 3-4 of t swapped
+        const long long j = SPERM ? (j0 & ~31LL) + (((t & 6) << 2) | ((t >> 2) & 6) | (t & 1))
+                                  : j0 + col;
         if (j >= nb) continue;
         const int sh = sha + fb[j];
         out[i * so_r + j * so_c] = make_double2(ldexp(res[0][col], sh), ldexp(res[1][col], sh));

@@ -115,8 +115,9 @@ __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntile
 // (bits 1-2 and 3-4 of the column swapped, an involution), which crt_finish undoes as it reads
 // (finish.cu, perm): about an instruction an output byte less (the 2 shuffles and 4 byte_perms
 // per 8 bytes), the same bytes. H200, N = 30, 15 moduli, the GEMM path through StateVector.apply
-// alternately with and without (3 target sets x 2): the products stage 4.47-4.63 -> 4.02-4.32
-// times the copy floor at d = 7; medians 5.85 -> 5.80 at 8, 8.87 -> 8.82 at 9.
+// alternately with and without (3 target sets x 2), medians, times the copy floor: the products
+// stage 4.58 -> 4.22 at d = 7, 5.93 -> 5.83 at 8, 9.06 -> 8.92 at 9; the whole gate 9.15 ->
+// 8.82, 10.70 -> 10.60, 13.97 -> 13.48 (the reconstruction level: 1.94-1.95, 1.99, 2.08-2.09).
 template <int FORM, int TT, bool SHORT, int NACC, int NKEEP>
 __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP], int t, u32 p,
                                          u32 M, u32 bias, u32 m32, unsigned char* __restrict__ ub,
