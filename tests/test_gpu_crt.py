@@ -430,19 +430,21 @@ def test_fused_permuted_stores_are_a_column_permutation(form, k, k_chunk):
                     permuted=True)
 
 
+@pytest.mark.parametrize("backend", ["int8-crt15", "int8-crt16", "int8-crt8"])
 @pytest.mark.parametrize("n", [90, 250, 1024])
-def test_fused_permuted_path_equal_to_cpu(n, monkeypatch):
+def test_fused_permuted_path_equal_to_cpu(n, backend, monkeypatch):
     """The GEMM path with the permuted stores (ld % 32 == 0: n = 90 and 250 end inside a group
     of 32, 1024 fills them) and without them: = CPU bitwise, direct form (k = 200, the short
-    kernel) and Karatsuba (k = 300 forced)."""
+    kernel) and Karatsuba (k = 300 forced); crt_finish with 2 columns a thread (15 moduli: the
+    columns in order, read at their stored place) and 4 (16 and 8 moduli: in stored order)."""
     wg = _fused_or_skip()
     for env, k in (("4", 200), ("3", 300)):
         monkeypatch.setenv("OZSIM_CRT_FUSED", env)
         a, b = _pair(n + k, 40, k, n, 2.0)
-        want = zgemm(a, b, backend="int8-crt15")
+        want = zgemm(a, b, backend=backend)
         for permuted in (True, False):
             monkeypatch.setattr(wg, "PERMUTED", permuted)
-            got = zgemm(cp.asarray(a), cp.asarray(b), backend="int8-crt15")
+            got = zgemm(cp.asarray(a), cp.asarray(b), backend=backend)
             assert _cuda_crt.last_stats["fused"], (n, env)
             assert np.array_equal(got.get(), want), (n, env, permuted)
 
