@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     else:
         warmup = _small(circuit)
     device = gpu_name() if args.device == "gpu" else "cpu"
-    rows, ref = [], None
+    rows, ref, ref_name = [], None, None
     for spec in args.backends.split(","):
         spec_t, _, cap = spec.partition("@")  # name[:T=t][@m]: blocks of at most m qubits
         name, _, t = spec_t.partition(":T=")
@@ -130,7 +130,8 @@ def main(argv=None) -> int:
         else:
             psi = res.statevector
         diff = None if ref is None else float(np.abs(psi - ref).max())
-        ref = psi if ref is None else ref
+        if ref is None:  # the first backend that ran
+            ref, ref_name = psi, spec
         md = res.metadata
         del res  # the state's device buffer goes back before the next backend runs
         auto = md.get("auto")
@@ -143,7 +144,7 @@ def main(argv=None) -> int:
         norm = f"  norm {row['norm']:.15f}" if "norm" in row else ""
         print(f"{spec:<20} {sec:8.2f} s  blocks {md['fusion']['block_sizes']}{chose}  "
               f"peak {md['peak_memory_bytes'] / 2**30:.1f} GiB{norm}  "
-              f"max |psi - psi_{rows[0]['backend']}| = {diff}", flush=True)
+              f"max |psi - psi_{ref_name}| = {diff}", flush=True)
     path = write_json(args.json or result_path("qv_bench", device_tag(device)
                                                if args.device == "gpu" else "cpu"),
                       {"command": "python benchmarks/qv_bench.py " + " ".join(argv or sys.argv[1:]),

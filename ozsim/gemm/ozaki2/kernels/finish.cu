@@ -24,9 +24,9 @@
 // ld % 32 == 0): in each aligned group of 32 columns the byte of column c at s = c with bits 1-2
 // and 3-4 swapped; a thread reads stored bytes s0 .. s0 + FINISH_COLS - 1 as before and writes
 // columns c(s) (adjacent in pairs: bit 0 stays; with 1 or 2 columns a thread it takes columns
-// j0 .. in order, read at s(j0)). The kernel branches once on perm into a body
-// compiled for each (finish_body<PERM>): the test per column inside one body took 856
-// instructions against 744 (15 moduli, SASS).
+// j0 .. in order, read at s(j0)). The kernel branches once on perm into a body compiled for each
+// (finish_body<PERM>): a runtime test per column in one body had taken it from 744 to 856
+// instructions (15 moduli, SASS).
 // out[i, j] = ldexp(C'_re, fa[i] + fb[j] - gsum) + i ldexp(C'_im, ...). Each thread takes
 // FINISH_COLS (4, 2 or 1) adjacent columns of row i (blockIdx.y: i - i0), one word of that many
 // bytes a plane, in passes of FINISH_PARTS parts: 2 (re and im
@@ -104,7 +104,7 @@ __device__ __forceinline__ void finish_body(
     constexpr bool SPERM = PERM && FINISH_COLS == 4;  // the thread's columns in stored order
     const long long j0 = FINISH_COLS * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
     if ((SPERM ? (j0 & ~31LL) : j0) >= nb) return;
-    const int t0 = (int)(j0 & 31);  // the thread's stored byte in its group of 32 (PERM, 1-2 cols)
+    const int t0 = (int)(j0 & 31);  // (PERM, 1-2 columns) column j0's place in its group of 32
     const long long js = PERM && !SPERM
         ? (j0 & ~31LL) + (((t0 & 6) << 2) | ((t0 >> 2) & 6) | (t0 & 1)) : j0;
     // one part per pass: volatile, so that the constants are read where used, once per pass,
