@@ -87,6 +87,13 @@ __constant__ double finish_cst[NMODC * (NLIMBC + 1) + 3 * NLIMBC];
 #else  // both parts, 4 columns: no bounds (96 registers at N = 15, 128 at N = 16)
 #define FINISH_BOUNDS
 #endif
+// Column c's place in its aligned group of 32 in the permuted u (perm), and the column at a
+// place: bits 1-2 and 3-4 of t (0 <= t < 32) swapped, an involution (products_wgmma.cu)
+__device__ __forceinline__ int swap_col_bits(int t)
+{
+    return ((t & 6) << 2) | ((t >> 2) & 6) | (t & 1);
+}
+
 template <bool PERM>
 __device__ __forceinline__ void finish_body(
     const unsigned char* __restrict__ u, long long m, long long nb, long long ld,
@@ -104,9 +111,8 @@ __device__ __forceinline__ void finish_body(
     constexpr bool SPERM = PERM && FINISH_COLS == 4;  // the thread's columns in stored order
     const long long j0 = FINISH_COLS * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
     if ((SPERM ? (j0 & ~31LL) : j0) >= nb) return;
-    const int t0 = (int)(j0 & 31);  // (PERM, 1-2 columns) column j0's place in its group of 32
-    const long long js = PERM && !SPERM
-        ? (j0 & ~31LL) + (((t0 & 6) << 2) | ((t0 >> 2) & 6) | (t0 & 1)) : j0;
+    // (PERM, 1-2 columns) where column j0 is stored
+    const long long js = PERM && !SPERM ? (j0 & ~31LL) + swap_col_bits((int)(j0 & 31)) : j0;
     // one part per pass: volatile, so that the constants are read where used, once per pass,
     // not hoisted out of the pass loop into registers (N (NLIMBC + 1) doubles would undo the
     // halved state); both parts in one pass: plain (volatile reads there took 222-254 registers)
@@ -235,8 +241,7 @@ __device__ __forceinline__ void finish_body(
     const int sha = fa[i] - gsum;
 #pragma unroll
     for (int col = 0; col < FINISH_COLS; ++col) {
-        const int t = (int)(j0 & 31) + col;  // SPERM: bits 1-2 and 3-4 of t swapped
-        const long long j = SPERM ? (j0 & ~31LL) + (((t & 6) << 2) | ((t >> 2) & 6) | (t & 1))
+        const long long j = SPERM ? (j0 & ~31LL) + swap_col_bits((int)(j0 & 31) + col)
                                   : j0 + col;
         if (j >= nb) continue;
         const int sh = sha + fb[j];
