@@ -169,7 +169,7 @@ def max_clusters(cluster: int = 2) -> int:
         cfg, _attr = _cluster_config(cluster * 256, cluster, 0)
         num = ctypes.c_int(0)
         res = _state["lib"].cuOccupancyMaxActiveClusters(
-            ctypes.byref(num), ctypes.c_void_p(_state["funcs"][(3, cluster)].ptr),
+            ctypes.byref(num), ctypes.c_void_p(_state["funcs"][(3, cluster, False)].ptr),
             ctypes.byref(cfg))
         if res != 0:
             raise RuntimeError(f"cuOccupancyMaxActiveClusters failed ({res})")
@@ -179,8 +179,9 @@ def max_clusters(cluster: int = 2) -> int:
 
 def _compile():
     """The module (``cupy.cuda.function.Module``) holding ``crt_gemm_mod3``, ``crt_gemm_mod4``,
-    ``crt_gemm_mod4_short`` and ``crt_gemm_mod3_c2`` (``kernels/products_wgmma.cu``, the PTX
-    wrappers in ``kernels/hopper.cuh``), compiled by NVRTC for sm_90a."""
+    ``crt_gemm_mod4_short`` and ``crt_gemm_mod3_c2``, each also with the suffix ``_p`` for the
+    ``permuted`` stores of :func:`gemm_mod` (``kernels/products_wgmma.cu``, the PTX wrappers in
+    ``kernels/hopper.cuh``), compiled by NVRTC for sm_90a."""
     return sm90a_module(_KERNEL, _OPTIONS)
 
 
@@ -196,10 +197,10 @@ def available() -> bool:
         try:
             lib = _libcuda()
             mod = _compile()
-            funcs = {(3, 1): mod.get_function("crt_gemm_mod3"),
-                     (4, 1): mod.get_function("crt_gemm_mod4"),
-                     (SHORT_FORM, 1): mod.get_function("crt_gemm_mod4_short"),
-                     (3, 2): mod.get_function("crt_gemm_mod3_c2")}
+            names = {(3, 1): "crt_gemm_mod3", (4, 1): "crt_gemm_mod4",
+                     (SHORT_FORM, 1): "crt_gemm_mod4_short", (3, 2): "crt_gemm_mod3_c2"}
+            funcs = {key + (perm,): mod.get_function(name + ("_p" if perm else ""))
+                     for key, name in names.items() for perm in (False, True)}
             for func in funcs.values():
                 set_dynamic_smem(func, _SMEM_BYTES)
             _state.update(lib=lib, module=mod, funcs=funcs)
@@ -321,12 +322,11 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
                 ctypes.c_int32(ld), ctypes.c_int32(kb0), ctypes.c_int32(min(step, kblocks - kb0)),
                 ctypes.c_int32(mtiles), ctypes.c_int32(ntiles), ctypes.c_int32(N),
                 ctypes.c_int32(max(1, int(GROUP_N if group is None else group))),
-                ctypes.c_int32(kb0 > 0), ctypes.c_int32(bool(permuted)),
-                ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
+                ctypes.c_int32(kb0 > 0), ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
         params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
                                                  for a in args])
         kernel = SHORT_FORM if pa == 4 and min(step, kblocks - kb0) * BK <= SHORT_K else pa
-        func = ctypes.c_void_p(_state["funcs"][(kernel, cl)].ptr)
+        func = ctypes.c_void_p(_state["funcs"][(kernel, cl, bool(permuted))].ptr)
         if cl == 1:
             res = _state["lib"].cuLaunchKernel(
                 func, ctypes.c_uint(grid), ctypes.c_uint(1), ctypes.c_uint(1), ctypes.c_uint(384),

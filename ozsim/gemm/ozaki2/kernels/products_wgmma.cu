@@ -118,11 +118,11 @@ __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntile
 // alternately with and without (3 target sets x 2), medians, times the copy floor: the products
 // stage 4.58 -> 4.22 at d = 7, 5.93 -> 5.83 at 8, 9.06 -> 8.92 at 9; the whole gate 9.15 ->
 // 8.82, 10.70 -> 10.60, 13.97 -> 13.48 (the reconstruction level: 1.94-1.95, 1.99, 2.08-2.09).
-template <int FORM, int TT, bool SHORT, int NACC, int NKEEP>
+template <int FORM, int TT, bool SHORT, bool PERM, int NACC, int NKEEP>
 __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP], int t, u32 p,
                                          u32 M, u32 bias, u32 m32, unsigned char* __restrict__ ub,
                                          long long plane, int row0, int n0, int lane, int m,
-                                         int ld, int acc, int perm)
+                                         int ld, int acc)
 {
     u32 negp;  // -p, opaque (modp)
     asm("mov.b32 %0, %1;" : "=r"(negp) : "r"(0u - p));
@@ -176,7 +176,7 @@ __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP
             const int col = n0 + 8 * (4 * g + (lane & 3));  // 8 bytes: col .. col + 7
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                if (!perm) quad_transpose(w[h][0], w[h][1], lane);
+                if (!PERM) quad_transpose(w[h][0], w[h][1], lane);
                 const int row = row0 + 8 * h;
                 if (row < m && col < ld) {  // ld % 16 == 0: col + 7 < ld too
                     unsigned char* dst = ub + pl * plane + (long long)row * ld + col;
@@ -199,10 +199,10 @@ __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP
 // tensor-core work, a third less B traffic, and an epilogue of two reductions and no kept bytes.
 // u[l] (2, m, ld) uint8 of modulus l; A residues rows (l PA + a) mpa + i of the (N PA mpa, kpad)
 // tensor `ta`, B residues rows (l PB + b) nbp + j of `tb`; pm[l] = (p, M).
-template <int FORM, int CL, bool SHORT = false>
+template <int FORM, int CL, bool SHORT = false, bool PERM = false>
 __device__ __forceinline__ void gemm_mod_body(
     const TMap& ta, const TMap& tb, int mpa, int nbp, int m, int ld, int kb0, int kblocks,
-    int mtiles, int ntiles, int num_moduli, int group, int acc, int perm,
+    int mtiles, int ntiles, int num_moduli, int group, int acc,
     const int2* __restrict__ pm, unsigned char* __restrict__ u)
 {
     constexpr int PA = FORM == 4 ? 4 : 3, PB = FORM == 4 ? 2 : 3;
@@ -318,14 +318,14 @@ __device__ __forceinline__ void gemm_mod_body(
 
             // the epilogue of chain t, compiled once per chain (t a template argument)
             if (FORM == 4 || t == 0) {
-                epilogue<FORM, 0, SHORT>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0, lane,
-                                             m, ld, acc, perm);
+                epilogue<FORM, 0, SHORT, PERM>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0,
+                                                   lane, m, ld, acc);
             } else if (t == 1) {
-                epilogue<FORM, 1, SHORT>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0, lane,
-                                             m, ld, acc, perm);
+                epilogue<FORM, 1, SHORT, PERM>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0,
+                                                   lane, m, ld, acc);
             } else {
-                epilogue<FORM, 2, SHORT>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0, lane,
-                                             m, ld, acc, perm);
+                epilogue<FORM, 2, SHORT, PERM>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0,
+                                                   lane, m, ld, acc);
             }
         }
     }
@@ -334,26 +334,23 @@ __device__ __forceinline__ void gemm_mod_body(
 
 #define GEMM_MOD_PARAMS const __grid_constant__ TMap ta, const __grid_constant__ TMap tb, \
     int mpa, int nbp, int m, int ld, int kb0, int kblocks, int mtiles, int ntiles, \
-    int num_moduli, int group, int acc, int perm, const int2* __restrict__ pm, \
+    int num_moduli, int group, int acc, const int2* __restrict__ pm, \
     unsigned char* __restrict__ u
 #define GEMM_MOD_ARGS ta, tb, mpa, nbp, m, ld, kb0, kblocks, mtiles, ntiles, num_moduli, group, \
-    acc, perm, pm, u
+    acc, pm, u
 
-extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod3(GEMM_MOD_PARAMS)
-{
-    gemm_mod_body<3, 1>(GEMM_MOD_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod4(GEMM_MOD_PARAMS)
-{
-    gemm_mod_body<4, 1>(GEMM_MOD_ARGS);
-}
+// Each kernel in two layouts of u: in column order, and with the suffix _p permuted (PERM): two
+// bodies, not one that tests a flag; with the flag at run time both epilogues lived in every
+// kernel (about 25-45% more code) and Karatsuba's products at K = 4096 ran 33% slower.
+#define GEMM_MOD_KERNEL(name, ...) \
+    extern "C" __global__ void __launch_bounds__(384, 1) name(GEMM_MOD_PARAMS) \
+    { gemm_mod_body<__VA_ARGS__, false>(GEMM_MOD_ARGS); } \
+    extern "C" __global__ void __launch_bounds__(384, 1) name##_p(GEMM_MOD_PARAMS) \
+    { gemm_mod_body<__VA_ARGS__, true>(GEMM_MOD_ARGS); }
+
+GEMM_MOD_KERNEL(crt_gemm_mod3, 3, 1, false)
+GEMM_MOD_KERNEL(crt_gemm_mod4, 4, 1, false)
 // the direct form for K <= 256 a launch (modp's SHORT reduction)
-extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod4_short(GEMM_MOD_PARAMS)
-{
-    gemm_mod_body<4, 1, true>(GEMM_MOD_ARGS);
-}
+GEMM_MOD_KERNEL(crt_gemm_mod4_short, 4, 1, true)
 // launched in clusters of 2 CTAs (cuLaunchKernelEx)
-extern "C" __global__ void __launch_bounds__(384, 1) crt_gemm_mod3_c2(GEMM_MOD_PARAMS)
-{
-    gemm_mod_body<3, 2>(GEMM_MOD_ARGS);
-}
+GEMM_MOD_KERNEL(crt_gemm_mod3_c2, 3, 2, false)
