@@ -114,10 +114,10 @@ __device__ __forceinline__ void decode(int w, int per_mod, int mtiles, int ntile
 // aligned group of 32 columns the byte of column c = 8 jj + 2 q + e lies at s = 8 q + 2 jj + e
 // (bits 1-2 and 3-4 of the column swapped, an involution), which crt_finish undoes as it reads
 // (finish.cu, perm): about an instruction an output byte less (the 2 shuffles and 4 byte_perms
-// per 8 bytes), the same bytes. H200, N = 30, 15 moduli, the GEMM path through StateVector.apply
-// alternately with and without (3 target sets x 2), medians, times the copy floor: the products
-// stage 4.58 -> 4.22 at d = 7, 5.93 -> 5.83 at 8, 9.06 -> 8.92 at 9; the whole gate 9.15 ->
-// 8.82, 10.70 -> 10.60, 13.97 -> 13.48 (the reconstruction level: 1.94-1.95, 1.99, 2.08-2.09).
+// per 8 bytes), the same bytes. A template parameter (the _p kernels): H200, N = 30, 15 moduli,
+// the GEMM path through StateVector.apply alternately with and without (2 target sets x 2),
+// medians, times the copy floor: the products stage 3.66 -> 3.40 at d = 7, 5.00 -> 4.87 at 8,
+// 13.51 -> 13.30 at 10; the whole gate 8.75 -> 8.29, 10.06 -> 9.84, 20.91 -> 19.95.
 template <int FORM, int TT, bool SHORT, bool PERM, int NACC, int NKEEP>
 __device__ __forceinline__ void epilogue(const int (&d)[NACC], u32 (&keep)[NKEEP], int t, u32 p,
                                          u32 M, u32 bias, u32 m32, unsigned char* __restrict__ ub,
