@@ -29,6 +29,12 @@ auto backends see realistic exponent statistics.
 Usage:
     python benchmarks/gate_bench.py                               # GPU: N = 28, 30; d = 1..8, 10, 12
     python benchmarks/gate_bench.py --device cpu --qubits 14 --gates 1,2,3,4
+    python benchmarks/gate_bench.py --qubits 30 --baseline results/gate_bench-h200-<date>.json
+
+``--baseline`` compares each cell's multiple of the floor with an earlier run's and lists the
+cells more than ``--tolerance`` (10%) slower: a kernel change is checked at every d, not only at
+the d it was made for (kernels share code: one change to the products kernel's epilogue once
+cost its 12-qubit gates 17%).
 
 Writes ``benchmarks/results/gate_bench-<device>-<date>.json`` (``--json`` overrides) and prints
 one table per N: milliseconds per gate and the multiple of the floor; on the GPU also the INT8
@@ -42,6 +48,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import glob
+import json
 import os
 import sys
 from pathlib import Path
@@ -207,6 +214,32 @@ def ceiling_table(rows: list[dict], n: int) -> str:
     return "\n".join(["x INT8 ceiling:"] + _grid(sel, lambda r: f"{r['x_ceiling']:.2f}"))
 
 
+def baseline_table(rows: list[dict], n: int, base: dict, tolerance: float) -> str:
+    """Each cell's multiple of the floor against the same cell (N, d, method, qubits applied) of
+    an earlier run's JSON ``base`` (its top-level rows): ``x_baseline`` is added to ``rows``, and
+    a cell more than ``tolerance`` (a fraction) above its baseline is marked ``!`` and listed.
+    Both runs' floors cancel, so runs on two machines of one kind compare within their spread
+    (about 5% between H200s)."""
+    def key(r):
+        return r["N"], r["d"], r["method"], r.get("applied_qubits", r["d"])
+
+    old = {key(r): r for r in base.get("rows", [])}
+    sel = [r for r in rows if r["N"] == n and key(r) in old]
+    for r in sel:
+        r["x_baseline"] = r["x_floor"] / old[key(r)]["x_floor"]
+    if not sel:
+        return ""
+    slower = [r for r in sel if r["x_baseline"] > 1 + tolerance]
+    lines = [f"x baseline ({base.get('device', '?')}: multiple of the floor now / then; "
+             f"! more than {tolerance:.0%} slower):"]
+    lines += _grid(sel, lambda r: f"{r['x_baseline']:.2f}"
+                   + (" !" if r["x_baseline"] > 1 + tolerance else ""))
+    lines.append(f"{len(slower)} of {len(sel)} cells slower than the baseline"
+                 + "".join(f"\n  d = {r['d']} {r['method']}: {r['x_floor']:.2f}x the floor "
+                           f"against {old[key(r)]['x_floor']:.2f}x" for r in slower))
+    return "\n".join(lines)
+
+
 def table(rows: list[dict], n: int) -> str:
     sel = [r for r in rows if r["N"] == n]
     floor = sel[0]["floor_s"]
@@ -242,7 +275,17 @@ def main(argv=None) -> int:
                    help="time the INT8 schemes' 1- and 2-qubit kernels themselves, not the "
                    "3-qubit gate a Simulator applies in their place (pad_gates)")
     p.add_argument("--json", default=None, help="output path (default: benchmarks/results/...)")
+    p.add_argument("--baseline", default=None, metavar="JSON",
+                   help="an earlier run's JSON: print each cell's multiple of the floor against "
+                   "it and list the cells more than --tolerance slower (a kernel change's check "
+                   "across every d)")
+    p.add_argument("--tolerance", type=float, default=0.10,
+                   help="fraction above the baseline that counts as slower (default 0.10)")
     args = p.parse_args(argv)
+    base = None
+    if args.baseline:
+        with open(args.baseline) as f:  # read first: a wrong path fails before the timing
+            base = json.load(f)
     if args.device == "gpu":
         import cupy as xp
 
@@ -268,12 +311,16 @@ def main(argv=None) -> int:
                       csv, rate, args.targets, pad=not args.unpadded)
         if xp is not np:
             xp.get_default_memory_pool().free_all_blocks()
+    compared = {n: baseline_table(rows, n, base, args.tolerance) if base else ""
+                for n in sorted({r["N"] for r in rows})}
     path = write_json(args.json or result_path("gate_bench", tag),
                       {"command": " ".join(["python", "benchmarks/gate_bench.py"] + (argv or sys.argv[1:])),
                        "device": DEVICE, "int8_rate_ops": rate, "rows": rows})
-    for n in sorted({r["N"] for r in rows}):
+    for n, cmp_ in compared.items():
         print(table(rows, n))
         print(ceiling_table(rows, n))
+        if cmp_:
+            print(cmp_)
     print(f"wrote {path}")
     return 0
 

@@ -87,3 +87,32 @@ def test_qv_bench_compares_the_first_amplitudes_and_takes_the_norm(tmp_path):
         assert abs(r["norm"] - 1) < 1e-13 and r["peak_memory_bytes"] >= 16 * 2**8
         assert len(r["all_seconds"]) == 2 and r["seconds"] == min(r["all_seconds"])
     assert 0 <= rows[1]["max_abs_diff_vs_first"] < 1e-12
+
+
+def test_gate_bench_baseline_marks_the_cells_slower_than_an_earlier_run(tmp_path):
+    # an earlier run whose d = 1 cell was (impossibly) fast and d = 2 cell slow: now, d = 1 is
+    # slower than it and marked, d = 2 is not; a cell the baseline lacks is not compared
+    base = tmp_path / "base.json"
+    row = dict(device="cpu", N=6, method="zgemm-gemm", seconds=1.0, floor_s=1.0)
+    base.write_text(json.dumps({"device": "cpu", "rows": [
+        dict(row, d=1, x_floor=1e-9, applied_qubits=1),
+        dict(row, d=2, x_floor=1e9, applied_qubits=2)]}))
+    out = tmp_path / "gate.json"
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "gate_bench.py"), "--device", "cpu", "--qubits", "6",
+         "--gates", "1,2,3", "--reps", "1", "--methods", "zgemm-gemm", "--baseline", str(base),
+         "--json", str(out)], capture_output=True, text=True, timeout=300, check=True)
+    assert "1 of 2 cells slower than the baseline" in res.stdout
+    assert "d = 1 zgemm-gemm:" in res.stdout and "d = 2 zgemm-gemm:" not in res.stdout
+    rows = {r["d"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows[1]["x_baseline"] > 1e6 and rows[2]["x_baseline"] < 1e-6
+    assert "x_baseline" not in rows[3]
+
+
+def test_gate_bench_baseline_that_cannot_be_read_fails_before_timing(tmp_path):
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "gate_bench.py"), "--device", "cpu", "--qubits", "6",
+         "--gates", "1", "--baseline", str(tmp_path / "missing.json"),
+         "--json", str(tmp_path / "gate.json")], capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0 and "missing.json" in res.stderr
+    assert not (tmp_path / "gate.json").exists()
