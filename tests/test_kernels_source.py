@@ -60,6 +60,9 @@ OPTIONS = {
 }
 #: Further variants compiled as well (compile-time branches the first variant does not take).
 MORE_OPTIONS = {
+    "ozaki2/kernels/products_wgmma.cu": [["-std=c++17", "-DBM=128", "-DBN=256", "-DBK=128",
+                                          "-DSTAGES=4", "-DONE_KERNEL",
+                                          "-DKERNEL_crt_gemm_mod4_short_p"]],
     "ozaki1/kernels/analyse.cu": [[f"-DMAXD={_MAX_EXP_DIFF}", "-DTAB=1"],
                                   [f"-DMAXD={_MAX_EXP_DIFF}", "-DVPT=16"]],
     "ozaki1/kernels/split.cu": [["-DCH=4", "-DTAB=1"], ["-DCH=8"]],

@@ -47,10 +47,10 @@ after (H100, 2026-11-24).
 
 Launched through the driver API (:mod:`ctypes`): the TMA descriptors are built by
 ``cuTensorMapEncodeTiled`` and passed by value (``__grid_constant__``). The source is
-``kernels/products_wgmma.cu`` (the PTX wrappers in ``kernels/hopper.cuh``; package data), compiled
-once per process by NVRTC for ``sm_90a`` (``wgmma`` and ``setmaxnreg`` exist only there) with the
-tile geometry as ``-D`` options; on any other GPU :func:`available` is False and ozsim keeps the
-cuBLAS path.
+``kernels/products_wgmma.cu`` (the PTX wrappers in ``kernels/hopper.cuh``; package data); each
+kernel is compiled on its first launch in a process, by NVRTC for ``sm_90a`` (``wgmma`` and
+``setmaxnreg`` exist only there) with the tile geometry as ``-D`` options; on any other GPU
+:func:`available` is False and ozsim keeps the cuBLAS path.
 
 Status: the default for ``K <= 8192`` (:func:`ozsim.gemm.ozaki2.cuda._fused_form`: the direct form
 for ``K <= 1024``, Karatsuba's above; override with ``OZSIM_CRT_FUSED=0/1/3/4``). 168 registers, no
@@ -93,11 +93,13 @@ K_CHUNK = 8192
 #: ``k_chunk`` is cut to that. (Karatsuba's reduction takes any ``|T| < 2**31``.)
 LAUNCH_T_BITS = 28
 #: Column tiles per raster group (CTAs that run together share A and B tiles in L2): 2 was the
-#: fastest of 2, 4, 8, 16, 64 on an H100 (``benchmarks/RESULTS.md`` section 7; 8 ran at 45% of 2's rate at 16384^3).
+#: fastest of 2, 4, 8, 16, 64 on an H100 (``benchmarks/RESULTS.md`` section 7; 8 ran at 45% of
+#: 2's rate at 16384^3).
 GROUP_N = 2
 #: CTAs per cluster (1, or 2 with B multicast: see :func:`gemm_mod`). H100, N = 28, 15 moduli:
 #: with 2-byte epilogue stores pairs ran d = 8 in 23.6-24.1 against 25.4 ms; with the coalesced
-#: stores 25.8 against 22.4 (slower), and slower or equal on every other shape (``benchmarks/RESULTS.md`` section 7).
+#: stores 25.8 against 22.4 (slower), and slower or equal on every other shape
+#: (``benchmarks/RESULTS.md`` section 7).
 CLUSTER = 1
 #: The direct form's kernel for launches of K <= :data:`SHORT_K` (``crt_gemm_mod4_short``): with
 #: ``|D| <= 2**23`` its epilogue reduces mod p in three instructions instead of four (no shift;
@@ -169,7 +171,7 @@ def max_clusters(cluster: int = 2) -> int:
         cfg, _attr = _cluster_config(cluster * 256, cluster, 0)
         num = ctypes.c_int(0)
         res = _state["lib"].cuOccupancyMaxActiveClusters(
-            ctypes.byref(num), ctypes.c_void_p(_state["funcs"][(3, cluster, False)].ptr),
+            ctypes.byref(num), ctypes.c_void_p(_function(3, cluster).ptr),
             ctypes.byref(cfg))
         if res != 0:
             raise RuntimeError(f"cuOccupancyMaxActiveClusters failed ({res})")
@@ -177,17 +179,38 @@ def max_clusters(cluster: int = 2) -> int:
     return _state[key]
 
 
-def _compile():
-    """The module (``cupy.cuda.function.Module``) holding ``crt_gemm_mod3``, ``crt_gemm_mod4``,
-    ``crt_gemm_mod4_short`` and ``crt_gemm_mod3_c2``, each also with the suffix ``_p`` for the
-    ``permuted`` stores of :func:`gemm_mod` (``kernels/products_wgmma.cu``, the PTX wrappers in
-    ``kernels/hopper.cuh``), compiled by NVRTC for sm_90a."""
-    return sm90a_module(_KERNEL, _OPTIONS)
+#: The kernels by (form, CTAs a cluster): the direct form (4), its short reduction
+#: (:data:`SHORT_FORM`), Karatsuba's (3), alone or in clusters of 2; each also with the suffix
+#: ``_p`` for :func:`gemm_mod`'s ``permuted`` stores.
+_NAMES = {(3, 1): "crt_gemm_mod3", (4, 1): "crt_gemm_mod4", (SHORT_FORM, 1): "crt_gemm_mod4_short",
+          (3, 2): "crt_gemm_mod3_c2"}
+
+
+def _function(form, cluster: int = 1, permuted: bool = False):
+    """The kernel of ``form`` (3, 4 or :data:`SHORT_FORM`), ``cluster`` and ``permuted``
+    (a ``cupy.cuda.function.Function`` with its dynamic shared memory allowed), compiled on first
+    use by NVRTC for sm_90a as a module of its own (``kernels/products_wgmma.cu`` with
+    ``-DONE_KERNEL``; the PTX wrappers in ``kernels/hopper.cuh``): about 1 s a kernel, where the
+    eight together took 8 s.
+
+    Raises:
+        RuntimeError: the compiler's log, or the driver refused the shared memory.
+    """
+    key = (form, cluster, bool(permuted))
+    funcs = _state.setdefault("funcs", {})
+    if key not in funcs:
+        name = _NAMES[(form, cluster)] + ("_p" if permuted else "")
+        func = sm90a_module(_KERNEL, (*_OPTIONS, "-DONE_KERNEL", f"-DKERNEL_{name}")
+                            ).get_function(name)
+        set_dynamic_smem(func, _SMEM_BYTES)
+        funcs[key] = func
+    return funcs[key]
 
 
 def available() -> bool:
-    """True on a GPU of compute capability 9.0 (H100, H200) where the kernel compiles and the
-    driver's TMA entry points are found (else the reason is in ``_state["error"]``)."""
+    """True on a GPU of compute capability 9.0 (H100, H200) where the kernel compiles (the direct
+    form's, as a probe: the others compile on first use) and the driver's TMA entry points are
+    found (else the reason is in ``_state["error"]``)."""
     if "ok" in _state:
         return _state["ok"]
     ok = False
@@ -195,15 +218,8 @@ def available() -> bool:
         _state["error"] = f"compute capability {cp.cuda.Device().compute_capability}, not 9.0"
     else:
         try:
-            lib = _libcuda()
-            mod = _compile()
-            names = {(3, 1): "crt_gemm_mod3", (4, 1): "crt_gemm_mod4",
-                     (SHORT_FORM, 1): "crt_gemm_mod4_short", (3, 2): "crt_gemm_mod3_c2"}
-            funcs = {key + (perm,): mod.get_function(name + ("_p" if perm else ""))
-                     for key, name in names.items() for perm in (False, True)}
-            for func in funcs.values():
-                set_dynamic_smem(func, _SMEM_BYTES)
-            _state.update(lib=lib, module=mod, funcs=funcs)
+            _state["lib"] = _libcuda()
+            _function(4)
             ok = True
         except Exception as exc:  # noqa: BLE001 - a capability probe: any failure means "no"
             _state["error"] = f"{type(exc).__name__}: {exc}"
@@ -326,7 +342,7 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
         params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
                                                  for a in args])
         kernel = SHORT_FORM if pa == 4 and min(step, kblocks - kb0) * BK <= SHORT_K else pa
-        func = ctypes.c_void_p(_state["funcs"][(kernel, cl, bool(permuted))].ptr)
+        func = ctypes.c_void_p(_function(kernel, cl, permuted).ptr)
         if cl == 1:
             res = _state["lib"].cuLaunchKernel(
                 func, ctypes.c_uint(grid), ctypes.c_uint(1), ctypes.c_uint(1), ctypes.c_uint(384),

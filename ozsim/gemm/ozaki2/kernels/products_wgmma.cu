@@ -342,15 +342,35 @@ __device__ __forceinline__ void gemm_mod_body(
 // Each kernel in two layouts of u: in column order, and with the suffix _p permuted (PERM): two
 // bodies, not one that tests a flag; with the flag at run time both epilogues lived in every
 // kernel (about 25-45% more code) and Karatsuba's products at K = 4096 ran 33% slower.
+// With the options -DONE_KERNEL -DKERNEL_<name> the module holds that kernel alone: a process
+// compiles only the kernels it launches (nvcc: about 1 s each, 8 s for all eight).
 #define GEMM_MOD_KERNEL(name, ...) \
     extern "C" __global__ void __launch_bounds__(384, 1) name(GEMM_MOD_PARAMS) \
-    { gemm_mod_body<__VA_ARGS__, false>(GEMM_MOD_ARGS); } \
-    extern "C" __global__ void __launch_bounds__(384, 1) name##_p(GEMM_MOD_PARAMS) \
-    { gemm_mod_body<__VA_ARGS__, true>(GEMM_MOD_ARGS); }
+    { gemm_mod_body<__VA_ARGS__>(GEMM_MOD_ARGS); }
 
-GEMM_MOD_KERNEL(crt_gemm_mod3, 3, 1, false)
-GEMM_MOD_KERNEL(crt_gemm_mod4, 4, 1, false)
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod3)
+GEMM_MOD_KERNEL(crt_gemm_mod3, 3, 1, false, false)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod3_p)
+GEMM_MOD_KERNEL(crt_gemm_mod3_p, 3, 1, false, true)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4)
+GEMM_MOD_KERNEL(crt_gemm_mod4, 4, 1, false, false)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_p)
+GEMM_MOD_KERNEL(crt_gemm_mod4_p, 4, 1, false, true)
+#endif
 // the direct form for K <= 256 a launch (modp's SHORT reduction)
-GEMM_MOD_KERNEL(crt_gemm_mod4_short, 4, 1, true)
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short)
+GEMM_MOD_KERNEL(crt_gemm_mod4_short, 4, 1, true, false)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short_p)
+GEMM_MOD_KERNEL(crt_gemm_mod4_short_p, 4, 1, true, true)
+#endif
 // launched in clusters of 2 CTAs (cuLaunchKernelEx)
-GEMM_MOD_KERNEL(crt_gemm_mod3_c2, 3, 2, false)
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod3_c2)
+GEMM_MOD_KERNEL(crt_gemm_mod3_c2, 3, 2, false, false)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod3_c2_p)
+GEMM_MOD_KERNEL(crt_gemm_mod3_c2_p, 3, 2, false, true)
+#endif
