@@ -299,7 +299,8 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
         ValueError: ``kpad`` or ``ld`` not a multiple of 16 (``ld`` of 32 when ``permuted``),
             a non-contiguous array, planes other than 3/3 or 4/2, or the direct form with
             ``kpad > 32768``.
-        RuntimeError: the driver refused the tensor maps or the launch (its status code).
+        RuntimeError: the driver refused the tensor maps or the launch (its status code), or
+            the kernel, compiled on its first launch (:func:`_function`), failed to compile.
     """
     N, pa, mpa, kpad = a_res.shape
     pb, nbp = b_res.shape[1], b_res.shape[2]
