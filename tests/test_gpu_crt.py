@@ -338,40 +338,54 @@ def test_fused_default_rule_and_overrides(monkeypatch):
         assert np.array_equal(got.get(), zgemm(a, b, backend="int8-crt16")), (k, env)
 
 
-@pytest.mark.parametrize("cluster", [1, 2])
+@pytest.mark.parametrize("form, cluster", [(3, 1), (3, 2), (4, 1), (4, 2), (4, 4)])
 @pytest.mark.parametrize("m, k, n", [(40, 96, 300), (130, 200, 257), (300, 1000, 700),
                                      (256, 256, 1000), (513, 2048, 600)])
-def test_fused_clusters_equal_to_cpu(m, k, n, cluster, monkeypatch):
-    """Clusters of 2 CTAs (B multicast) and of 1, forced: one row tile (the partner's tile empty),
-    two, three (an odd count), five; = CPU bitwise."""
+def test_fused_clusters_equal_to_cpu(m, k, n, cluster, form, monkeypatch):
+    """Clusters of 2 CTAs (B multicast) and of 1, forced, both forms (the direct one's short
+    reduction at k <= 256), and of 4 in the direct form: one row tile (the partners' tiles
+    empty), two, three (an odd count), five; = CPU bitwise."""
     wg = _fused_or_skip()
-    monkeypatch.setenv("OZSIM_CRT_FUSED", "3")
+    monkeypatch.setenv("OZSIM_CRT_FUSED", str(form))
     monkeypatch.setattr(wg, "CLUSTER", cluster)
+    monkeypatch.setattr(wg, "DIRECT_CLUSTER", {0: cluster})
     a, b = _pair(12, m, k, n, 1.0)
     got = zgemm(cp.asarray(a), cp.asarray(b), backend="int8-crt16")
+    assert _cuda_crt.last_stats["form"] == form
     assert np.array_equal(got.get(), zgemm(a, b, backend="int8-crt16"))
 
 
-def test_fused_cluster_needs_karatsuba():
+def test_fused_cluster_sizes():
+    """Clusters of 1, 2 or (the direct form) 4 only; by default the direct form runs alone on
+    one row tile, in clusters of 4 on four and in pairs otherwise, Karatsuba's form alone."""
     wg = _fused_or_skip()
-    with pytest.raises(ValueError, match="clusters"):
-        wg.gemm_mod(cp.zeros((2, 4, 8, 32), cp.int8), cp.zeros((2, 2, 8, 32), cp.int8),
-                    _cuda_crt.modulus_table(2), cp.zeros((2, 2, 5, 16), cp.uint8), 5, 16,
-                    cluster=2)
+    pm = _cuda_crt.modulus_table(2)
+    for pa, pb, cluster in [(4, 2, 3), (3, 3, 4)]:
+        with pytest.raises(ValueError, match="clusters"):
+            wg.gemm_mod(cp.zeros((2, pa, 8, 32), cp.int8), cp.zeros((2, pb, 8, 32), cp.int8),
+                        pm, cp.zeros((2, 2, 5, 16), cp.uint8), 5, 16, cluster=cluster)
+    funcs = wg._state.setdefault("funcs", {})
+    for pa, pb, m, want in [(4, 2, 200, 2), (4, 2, 100, 1), (4, 2, 500, 4), (4, 2, 700, 2),
+                            (3, 3, 200, wg.CLUSTER)]:
+        funcs.clear()
+        wg.gemm_mod(cp.zeros((2, pa, 704, 32), cp.int8), cp.zeros((2, pb, 8, 32), cp.int8), pm,
+                    cp.zeros((2, 2, m, 16), cp.uint8), m, 16)
+        assert {key[1] for key in funcs} == {want}, (pa, m)
 
 
 @pytest.mark.parametrize("form, k, cluster", [(3, 65536, 1), (3, 65536, 2), (4, 32768, 1),
-                                               (4, 256, 1), (4, 1024, 1)])
+                                               (4, 32768, 2), (4, 256, 1), (4, 256, 2),
+                                               (4, 256, 4), (4, 1024, 1), (4, 1024, 4)])
 def test_fused_extreme_products(form, k, cluster):
     """Every residue -128 (Bi: 127 on even columns) at each form's bound, all 20 moduli (256 down
     to 173), against Python integers, in one launch and in the default K chunks. Karatsuba at
     k = 65536: |T1| = |T3| = 2**30, |T2| up to 2**30 (also in clusters of 2 CTAs, over two row
     tiles); direct at k = 32768: |D1| = |D2| up to 2**30, summed mod p over launches of
     |D| <= 2**28; direct at k = 256 and in launches of 256 (crt_gemm_mod4_short's reduction):
-    |D| = 2**23, its bound."""
+    |D| = 2**23, its bound (also in clusters of 2 and 4, over two and four row tiles)."""
     wg = _fused_or_skip()
     moduli = crt_constants(20).moduli
-    N, m, n = 20, (200 if cluster == 2 else 5), 40
+    N, m, n = 20, {1: 5, 2: 200, 4: 500}[cluster], 40
     pa, pb = (3, 3) if form == 3 else (4, 2)
     a_res = cp.full((N, pa, -(-m // 8) * 8, k), -128, dtype=cp.int8)
     b_res = cp.full((N, pb, n, k), -128, dtype=cp.int8)

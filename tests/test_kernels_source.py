@@ -62,7 +62,10 @@ OPTIONS = {
 MORE_OPTIONS = {
     "ozaki2/kernels/products_wgmma.cu": [["-std=c++17", "-DBM=128", "-DBN=256", "-DBK=128",
                                           "-DSTAGES=4", "-DONE_KERNEL",
-                                          "-DKERNEL_crt_gemm_mod4_short_p"]],
+                                          "-DKERNEL_crt_gemm_mod4_short_p"],
+                                         ["-std=c++17", "-DBM=128", "-DBN=256", "-DBK=128",
+                                          "-DSTAGES=4", "-DONE_KERNEL", "-DNO_EPI=1", "-DNO_MMA=1",
+                                          "-DKERNEL_crt_gemm_mod4_short_c2_p"]],
     "ozaki1/kernels/analyse.cu": [[f"-DMAXD={_MAX_EXP_DIFF}", "-DTAB=1"],
                                   [f"-DMAXD={_MAX_EXP_DIFF}", "-DVPT=16"]],
     "ozaki1/kernels/split.cu": [["-DCH=4", "-DTAB=1"], ["-DCH=8"]],

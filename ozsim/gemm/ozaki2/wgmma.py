@@ -28,8 +28,12 @@ Structure (NVIDIA Hopper, ``sm_90a``; the usual warp-specialised TMA + ``wgmma``
   row tiles ``m0`` and ``m0 + 128`` of one column tile in lockstep: each loads its A tile and
   half of the B tile, which TMA multicasts into both CTAs' shared memory, so B leaves L2 once per
   pair; a stage's *empty* barrier counts the consumer warps of both CTAs (remote arrivals through
-  ``mapa``), and both CTAs meet at a cluster barrier before either exits. Opt-in
-  (:data:`CLUSTER`): not faster on any shape measured since the epilogue stores are coalesced.
+  ``mapa``), and both CTAs meet at a cluster barrier before either exits. For Karatsuba's form
+  opt-in (:data:`CLUSTER`): not faster on any shape measured since the epilogue stores are
+  coalesced. The direct form's ``crt_gemm_mod4_c2`` and ``crt_gemm_mod4_short_c2`` are the
+  default where A has more than one row tile, and ``crt_gemm_mod4_c4`` (clusters of 4) where it
+  has four (:data:`DIRECT_CLUSTER`): there the B tiles' trips from L2 into shared memory bound
+  the kernel.
 
 ``crt_gemm_mod4`` is the *direct* form: ``u_re = (Ar Br + (-Ai) Bi) mod p`` and ``u_im = (Ar Bi +
 Ai Br) mod p`` as two INT32 chains of two products each, so B needs two residue planes instead
@@ -101,6 +105,16 @@ GROUP_N = 2
 #: stores 25.8 against 22.4 (slower), and slower or equal on every other shape
 #: (``benchmarks/RESULTS.md`` section 7).
 CLUSTER = 1
+#: CTAs per cluster of the direct form by its number of row tiles ``ceil(m / BM)`` (key 0: any
+#: other count; one row tile runs alone). Its four products load B's two planes twice per work
+#: item, and every row tile loads them again; a cluster's CTAs take adjacent row tiles of one
+#: column tile and share each B tile by TMA multicast. H200, N = 30, 15 moduli, the products
+#: kernel alone on random residues at the GEMM path's shapes (a quarter of the columns a launch),
+#: times the copy floor, clusters of 1 / 2 / 4: the TMA loads alone (no products, no epilogue)
+#: 2.62 / 1.64 at d = 8 (2 row tiles), 4.87 / 3.78 at d = 9 (4); the kernel, two machines, d = 8
+#: 4.06-4.34 / 3.91-4.20, d = 9 7.09-7.56 / 6.35-7.29 / 6.81-6.86, d = 10 (8) 12.85-13.62 /
+#: 12.59-12.76 / 12.89-13.00; the same bytes.
+DIRECT_CLUSTER = {1: 1, 4: 4, 0: 2}
 #: The direct form's kernel for launches of K <= :data:`SHORT_K` (``crt_gemm_mod4_short``): with
 #: ``|D| <= 2**23`` its epilogue reduces mod p in three instructions instead of four (no shift;
 #: ``products_wgmma.cu``, ``modp``'s SHORT, exact for every modulus 128 < p <= 256, checked
@@ -162,8 +176,9 @@ def _cluster_config(grid: int, cluster: int, stream: int) -> tuple[_LaunchConfig
     return cfg, attr
 
 
-def max_clusters(cluster: int = 2) -> int:
-    """Clusters of ``cluster`` CTAs of ``crt_gemm_mod3_c2`` that can be resident at once
+def max_clusters(cluster: int = 2, form=3) -> int:
+    """Clusters of ``cluster`` CTAs of the ``form`` kernel (``crt_gemm_mod3_c2`` by default;
+    every form's kernel has the same block and shared memory) that can be resident at once
     (``cuOccupancyMaxActiveClusters``; a persistent grid larger than this would run its last
     clusters after the others finish)."""
     key = ("max_clusters", cluster)
@@ -171,7 +186,7 @@ def max_clusters(cluster: int = 2) -> int:
         cfg, _attr = _cluster_config(cluster * 256, cluster, 0)
         num = ctypes.c_int(0)
         res = _state["lib"].cuOccupancyMaxActiveClusters(
-            ctypes.byref(num), ctypes.c_void_p(_function(3, cluster).ptr),
+            ctypes.byref(num), ctypes.c_void_p(_function(form, cluster).ptr),
             ctypes.byref(cfg))
         if res != 0:
             raise RuntimeError(f"cuOccupancyMaxActiveClusters failed ({res})")
@@ -183,7 +198,9 @@ def max_clusters(cluster: int = 2) -> int:
 #: (:data:`SHORT_FORM`), Karatsuba's (3), alone or in clusters of 2; each also with the suffix
 #: ``_p`` for :func:`gemm_mod`'s ``permuted`` stores.
 _NAMES = {(3, 1): "crt_gemm_mod3", (4, 1): "crt_gemm_mod4", (SHORT_FORM, 1): "crt_gemm_mod4_short",
-          (3, 2): "crt_gemm_mod3_c2"}
+          (3, 2): "crt_gemm_mod3_c2", (4, 2): "crt_gemm_mod4_c2",
+          (SHORT_FORM, 2): "crt_gemm_mod4_short_c2", (4, 4): "crt_gemm_mod4_c4",
+          (SHORT_FORM, 4): "crt_gemm_mod4_short_c4"}
 
 
 def _function(form, cluster: int = 1, permuted: bool = False):
@@ -280,10 +297,11 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
             the direct form at most 8192, the :data:`LAUNCH_T_BITS` bound); a later
             launch adds its residues to ``u`` mod p (``(x + y) mod p`` of two residues is the
             residue of the sum, so the results are the same).
-        cluster: 1, or 2 (Karatsuba form only): clusters of two CTAs that take row tiles
-            ``m0`` and ``m0 + 128`` of the same column tile in lockstep, each loading half of
-            the B tile with TMA multicast to both (B read from L2 once per pair); default
-            :data:`CLUSTER` (tuning; the results are the same).
+        cluster: 1, 2 or (the direct form) 4: clusters of CTAs that take adjacent row tiles
+            ``m0``, ``m0 + 128``, ... of the same column tile in lockstep, each loading its
+            share of the B tile with TMA multicast to all (B read from L2 once per cluster);
+            default :data:`CLUSTER` in Karatsuba's form, :data:`DIRECT_CLUSTER` by the row
+            tiles in the direct form (tuning; the results are the same).
         permuted: store each row's bytes permuted within aligned groups of 32 columns (column
             ``c`` at ``c`` with bits 1-2 and 3-4 swapped, an involution), as the epilogue holds
             them, without its 4 x 4 transpose inside each quad of lanes (about an instruction an
@@ -297,8 +315,8 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
 
     Raises:
         ValueError: ``kpad`` or ``ld`` not a multiple of 16 (``ld`` of 32 when ``permuted``),
-            a non-contiguous array, planes other than 3/3 or 4/2, or the direct form with
-            ``kpad > 32768``.
+            a non-contiguous array, planes other than 3/3 or 4/2, the direct form with
+            ``kpad > 32768``, or a cluster other than 1, 2 or (the direct form) 4.
         RuntimeError: the driver refused the tensor maps or the launch (its status code), or
             the kernel, compiled on its first launch (:func:`_function`), failed to compile.
     """
@@ -309,9 +327,11 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
     if permuted and ld % 32:
         raise ValueError(f"crt_gemm_mod's permuted stores need ld % 32 == 0, got ld = {ld}")
     mtiles, ntiles = -(-m // BM), -(-min(nbp, ld) // BN)
-    cl = int(CLUSTER if cluster is None else cluster)
-    if cl not in (1, 2) or (cl == 2 and pa != 3):
-        raise ValueError(f"crt_gemm_mod runs clusters of 1, or 2 in the Karatsuba form; got "
+    if cluster is None:
+        cluster = CLUSTER if pa == 3 else DIRECT_CLUSTER.get(mtiles, DIRECT_CLUSTER[0])
+    cl = int(cluster)
+    if cl not in (1, 2, 4) or (cl == 4 and pa != 4):
+        raise ValueError(f"crt_gemm_mod runs clusters of 1 or 2 CTAs (4 in the direct form), got "
                          f"cluster = {cluster} with {pa} planes")
     if (pa, pb) not in ((3, 3), (4, 2)) or b_res.shape[0] != N:
         raise ValueError(f"crt_gemm_mod needs 3/3 (Karatsuba) or 4/2 (direct) residue planes "
@@ -323,17 +343,21 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
     ta = _tensor_map(a_res.data.ptr, N * pa * mpa, kpad, BM)
     tb = _tensor_map(b_res.data.ptr, N * pb * nbp, kpad, BN // cl)
     total = -(-mtiles // cl) * ntiles * N  # work items (of cl row tiles each)
-    if ctas is None:
-        ctas = _state.setdefault("sms", cp.cuda.Device().attributes["MultiProcessorCount"])
-        if cl > 1:
-            ctas = min(ctas, cl * max_clusters(cl))
-    grid = cl * max(1, min(int(ctas) // cl, total))
-    stream = cp.cuda.get_current_stream().ptr
     kblocks = -(-kpad // BK)
     step = int(K_CHUNK if k_chunk is None else k_chunk)
     if pa == 4:
         step = min(step, 1 << (LAUNCH_T_BITS - 15))  # |D| <= 2**28 per launch
     step = max(1, step // BK)
+
+    def form_of(kb0):  # the kernel of the launch at K block kb0
+        return SHORT_FORM if pa == 4 and min(step, kblocks - kb0) * BK <= SHORT_K else pa
+
+    if ctas is None:
+        ctas = _state.setdefault("sms", cp.cuda.Device().attributes["MultiProcessorCount"])
+        if cl > 1:
+            ctas = min(ctas, cl * max_clusters(cl, form_of(0)))
+    grid = cl * max(1, min(int(ctas) // cl, total))
+    stream = cp.cuda.get_current_stream().ptr
     for kb0 in range(0, kblocks, step):
         args = [ta, tb, ctypes.c_int32(mpa), ctypes.c_int32(nbp), ctypes.c_int32(m),
                 ctypes.c_int32(ld), ctypes.c_int32(kb0), ctypes.c_int32(min(step, kblocks - kb0)),
@@ -342,8 +366,7 @@ def gemm_mod(a_res, b_res, pm, u, m: int, ld: int, *, group: int | None = None,
                 ctypes.c_int32(kb0 > 0), ctypes.c_uint64(pm.data.ptr), ctypes.c_uint64(u.data.ptr)]
         params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
                                                  for a in args])
-        kernel = SHORT_FORM if pa == 4 and min(step, kblocks - kb0) * BK <= SHORT_K else pa
-        func = ctypes.c_void_p(_function(kernel, cl, permuted).ptr)
+        func = ctypes.c_void_p(_function(form_of(kb0), cl, permuted).ptr)
         if cl == 1:
             res = _state["lib"].cuLaunchKernel(
                 func, ctypes.c_uint(grid), ctypes.c_uint(1), ctypes.c_uint(1), ctypes.c_uint(384),

@@ -1,11 +1,24 @@
 // Scheme II, fused INT8 products with the reduction mod p in the epilogue, on Hopper
-// (ozsim.gemm.ozaki2.wgmma: crt_gemm_mod3, crt_gemm_mod4, crt_gemm_mod3_c2). Compiled by NVRTC
-// for sm_90a with -std=c++17. Options: the tile -DBM, -DBN, -DBK (rows of A, columns of B, bytes
-// of K per stage) and -DSTAGES (the shared-memory ring): ozaki2.wgmma's BM, BN, BK, STAGES.
+// (ozsim.gemm.ozaki2.wgmma: crt_gemm_mod3, crt_gemm_mod4, their _c2 cluster forms). Compiled by
+// NVRTC for sm_90a with -std=c++17. Options: the tile -DBM, -DBN, -DBK (rows of A, columns of B,
+// bytes of K per stage) and -DSTAGES (the shared-memory ring): ozaki2.wgmma's BM, BN, BK, STAGES.
 #if !defined(BM) || !defined(BN) || !defined(BK) || !defined(STAGES)
 #error "products_wgmma.cu needs -DBM, -DBN, -DBK and -DSTAGES (ozsim.gemm.ozaki2.wgmma)"
 #endif
 #include "hopper.cuh"
+// Diagnostics (wrong results): -DNO_EPI=1 leaves out the epilogue, -DNO_MMA=1 the products, both
+// the TMA loads alone. H200, N = 30, 15 moduli, the direct form alone on random residues at the
+// GEMM path's shapes, times the copy floor, whole / without the epilogue / without the products /
+// loads alone: d = 7 2.90 / 1.23 / 2.70 / 1.22; d = 8 4.06 / 2.62 / 3.68 / 2.62 (clusters of 2:
+// 3.94 and loads 1.64); d = 9 7.09 / 4.88 / 5.63 / 4.87 (clusters of 2: 6.35, loads 3.78). The
+// products hide under the loads; the epilogue does not, and at d >= 8 the loads alone take
+// longer than the products (B's tiles from L2 into shared memory: ozaki2.wgmma.DIRECT_CLUSTER).
+#ifndef NO_EPI
+#define NO_EPI 0
+#endif
+#ifndef NO_MMA
+#define NO_MMA 0
+#endif
 
 #define A_BYTES (BM * BK)
 #define STAGE_BYTES ((BM + BN) * BK)
@@ -299,10 +312,12 @@ __device__ __forceinline__ void gemm_mod_body(
                     const bool more = j > 0 || kb > 0;  // accumulate onto this chain
                     fence_acc(d);
                     wg_fence();
+#if !NO_MMA
                     mma(d, da, db, more);
                     mma(d, da + 2, db + 2, 1);  // +32 bytes of K: the next k32 step in the atom
                     mma(d, da + 4, db + 4, 1);
                     mma(d, da + 6, db + 6, 1);
+#endif
                     wg_commit();
                     fence_acc(d);
                     if (more) {  // the previous stage's products are done: release it
@@ -317,7 +332,8 @@ __device__ __forceinline__ void gemm_mod_body(
             if (lane == 0) release<CL>(empty0 + 8 * ((it - 1) % STAGES));
 
             // the epilogue of chain t, compiled once per chain (t a template argument)
-            if (FORM == 4 || t == 0) {
+            if (NO_EPI) {
+            } else if (FORM == 4 || t == 0) {
                 epilogue<FORM, 0, SHORT, PERM>(d, keep, t, p, M, bias, m32, ub, plane, row0, n0,
                                                    lane, m, ld, acc);
             } else if (t == 1) {
@@ -373,4 +389,28 @@ GEMM_MOD_KERNEL(crt_gemm_mod3_c2, 3, 2, false, false)
 #endif
 #if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod3_c2_p)
 GEMM_MOD_KERNEL(crt_gemm_mod3_c2_p, 3, 2, false, true)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_c2)
+GEMM_MOD_KERNEL(crt_gemm_mod4_c2, 4, 2, false, false)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_c2_p)
+GEMM_MOD_KERNEL(crt_gemm_mod4_c2_p, 4, 2, false, true)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short_c2)
+GEMM_MOD_KERNEL(crt_gemm_mod4_short_c2, 4, 2, true, false)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short_c2_p)
+GEMM_MOD_KERNEL(crt_gemm_mod4_short_c2_p, 4, 2, true, true)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_c4)
+GEMM_MOD_KERNEL(crt_gemm_mod4_c4, 4, 4, false, false)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_c4_p)
+GEMM_MOD_KERNEL(crt_gemm_mod4_c4_p, 4, 4, false, true)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short_c4)
+GEMM_MOD_KERNEL(crt_gemm_mod4_short_c4, 4, 4, true, false)
+#endif
+#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short_c4_p)
+GEMM_MOD_KERNEL(crt_gemm_mod4_short_c4_p, 4, 4, true, true)
 #endif
