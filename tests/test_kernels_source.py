@@ -31,6 +31,9 @@ LOADERS = (GEMM / "ozaki1" / "cuda.py", GEMM / "ozaki2" / "cuda.py", GEMM / "oza
 _CRT = [f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}"]
 _RES32 = [f"-DRES32_{name}{m}=1.0f" for m in (0, 1) for name in ("P", "IP")] + [
     f"-DRES32_W{m}_{i}=1.0f" for m in (0, 1) for i in range(5)]
+#: ozsim.gemm.ozaki2.wgmma's tile options (its _kernel_options adds the kernel's name and
+#: template arguments)
+_PRODUCTS = ["-std=c++17", "-DBM=128", "-DBN=256", "-DBK=128", "-DSTAGES=4"]
 #: ``-D`` options (one variant each) for compiling a source on its own; the GPU path passes its
 #: own per variant.
 OPTIONS = {
@@ -44,8 +47,9 @@ OPTIONS = {
                                  "-DFINISH_PRELOAD=1", "-DFINISH_BLOCKS=2"],
     "ozaki1/kernels/products_wgmma.cu": ["-std=c++17", "-DBM=128", "-DBN=128", "-DBK=128",
                                          "-DSTAGES=4"],
-    "ozaki2/kernels/products_wgmma.cu": ["-std=c++17", "-DBM=128", "-DBN=256", "-DBK=128",
-                                         "-DSTAGES=4"],
+    "ozaki2/kernels/products_wgmma.cu": [*_PRODUCTS, "-DKERNEL_NAME=crt_gemm_mod3_c2",
+                                         "-DGEMM_FORM=3", "-DGEMM_CL=2", "-DGEMM_SHORT=0",
+                                         "-DGEMM_PERM=0"],
     "gemm/kernels/dense_gate.cu": ["-std=c++17", "-DGATE_QUBITS=4"],
     "gemm/kernels/dense_gate_mma.cu": ["-std=c++17", "-DGATE_QUBITS=5", "-DSTAGES=2", "-DA_SMEM=1"],
     "gemm/kernels/int8_gate.cu": ["-std=c++17", "-DGATE_QUBITS=2", "-DSPLITS=8"],
@@ -60,12 +64,12 @@ OPTIONS = {
 }
 #: Further variants compiled as well (compile-time branches the first variant does not take).
 MORE_OPTIONS = {
-    "ozaki2/kernels/products_wgmma.cu": [["-std=c++17", "-DBM=128", "-DBN=256", "-DBK=128",
-                                          "-DSTAGES=4", "-DONE_KERNEL",
-                                          "-DKERNEL_crt_gemm_mod4_short_p"],
-                                         ["-std=c++17", "-DBM=128", "-DBN=256", "-DBK=128",
-                                          "-DSTAGES=4", "-DONE_KERNEL", "-DNO_EPI=1", "-DNO_MMA=1",
-                                          "-DKERNEL_crt_gemm_mod4_short_c2_p"]],
+    "ozaki2/kernels/products_wgmma.cu": [[*_PRODUCTS, "-DKERNEL_NAME=crt_gemm_mod4_short_c4_p",
+                                          "-DGEMM_FORM=4", "-DGEMM_CL=4", "-DGEMM_SHORT=1",
+                                          "-DGEMM_PERM=1"],
+                                         [*_PRODUCTS, "-DKERNEL_NAME=crt_gemm_mod4", "-DNO_EPI=1",
+                                          "-DNO_MMA=1", "-DGEMM_FORM=4", "-DGEMM_CL=1",
+                                          "-DGEMM_SHORT=0", "-DGEMM_PERM=0"]],
     "ozaki1/kernels/analyse.cu": [[f"-DMAXD={_MAX_EXP_DIFF}", "-DTAB=1"],
                                   [f"-DMAXD={_MAX_EXP_DIFF}", "-DVPT=16"]],
     "ozaki1/kernels/split.cu": [["-DCH=4", "-DTAB=1"], ["-DCH=8"]],

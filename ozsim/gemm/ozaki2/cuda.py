@@ -157,18 +157,19 @@ def _tile_threads(tpr: int) -> int:
     return _TILE_THREADS if tpr <= _TILE_THREADS // 2 else min(1024, 2 * tpr)
 
 
-#: ``crt_finish``'s pass structure per digit count, and the adjacent columns a thread takes
-#: (``finish.cu``'s FINISH_COLS; the rest: both parts in one pass, 4 columns). 3 digits (11..15
-#: moduli): both parts in one pass, 2 columns a thread, 4 blocks of 256 (62 registers). H200, N =
-#: 30, 15 moduli, the GEMM path's reconstruction stage at d = 7 / 8 / 9, alternating in one
-#: process: 2.27-2.33 / 2.36-2.43 / 2.50-2.95 -> 2.06-2.33 / 2.11-2.21 / 2.30-2.46 times the copy
-#: floor against one part a pass with 4 columns and 3 blocks (80 registers; 5 blocks at 48: 2.12-
-#: 2.18 / 2.20-2.27 / 2.31-2.42; 1 column, 6 blocks: 2.47-2.87), same bits. 4 digits (16..20
-#: moduli, measured at 16 on the H100, an earlier probe): one part a pass with every word loaded
-#: up front, 2 blocks (d = 10: 6.39 -> 6.27 ms, square 8192: 1.62 -> 1.54 ms; one part a pass
-#: without the preload was slower there, 7.57 and 1.91).
-_FINISH_OPTS = {3: ("-DFINISH_PARTS=2", "-DFINISH_BLOCKS=4", "-DFINISH_COLS=2"),
+#: ``crt_finish``'s pass structure per digit count, and (``_FINISH_COLS``) the adjacent columns a
+#: thread takes (``finish.cu``'s FINISH_COLS; the rest: both parts in one pass, 4 columns). 3 digits
+#: (11..15 moduli): both parts in one pass, 2 columns a thread, 4 blocks of 256 (62 registers).
+#: H200, N = 30, 15 moduli, the GEMM path's reconstruction stage at d = 7 / 8 / 9, alternating in
+#: one process: 2.27-2.33 / 2.36-2.43 / 2.50-2.95 -> 2.06-2.33 / 2.11-2.21 / 2.30-2.46 times the
+#: copy floor against one part a pass with 4 columns and 3 blocks (80 registers; 5 blocks at 48:
+#: 2.12-2.18 / 2.20-2.27 / 2.31-2.42; 1 column, 6 blocks: 2.47-2.87), same bits. 4 digits (16..20
+#: moduli, measured at 16 on the H100, an earlier probe): one part a pass with every word loaded up
+#: front, 2 blocks (d = 10: 6.39 -> 6.27 ms, square 8192: 1.62 -> 1.54 ms; one part a pass without
+#: the preload was slower there, 7.57 and 1.91).
+_FINISH_OPTS = {3: ("-DFINISH_PARTS=2", "-DFINISH_BLOCKS=4"),
                 4: ("-DFINISH_PARTS=1", "-DFINISH_PRELOAD=1", "-DFINISH_BLOCKS=2")}
+_FINISH_COLS = {3: 2}
 
 
 #: The kernels of the analysis (``kernels/analyse.cu``) besides the ``crt_analyse_tile_*``.
@@ -191,16 +192,13 @@ def _finish_options(num_moduli: int) -> tuple[str, ...]:
     limbs = crt_constants(num_moduli).num_limbs
     return (f"-DNMODC={num_moduli}", f"-DNLIMBC={limbs}",
             *_FINISH_OPTS.get(limbs, ("-DFINISH_PARTS=2",)),
-            f"-DFINISH_CONST={int(FINISH_CONST)}")
+            f"-DFINISH_COLS={_finish_columns(num_moduli)}", f"-DFINISH_CONST={int(FINISH_CONST)}")
 
 
 def _finish_columns(num_moduli: int) -> int:
-    """Adjacent columns a ``crt_finish`` thread takes for ``num_moduli`` moduli (its
-    FINISH_COLS in :data:`_FINISH_OPTS`, else the file's 4)."""
-    for opt in _finish_options(num_moduli):
-        if opt.startswith("-DFINISH_COLS="):
-            return int(opt.split("=")[1])
-    return 4
+    """Adjacent columns a ``crt_finish`` thread takes for ``num_moduli`` moduli
+    (:data:`_FINISH_COLS` by digit count, else 4)."""
+    return _FINISH_COLS.get(crt_constants(num_moduli).num_limbs, 4)
 
 
 def _finish_kernel(num_moduli: int):

@@ -194,21 +194,25 @@ def max_clusters(cluster: int = 2, form=3) -> int:
     return _state[key]
 
 
-#: The kernels by (form, CTAs a cluster): the direct form (4), its short reduction
-#: (:data:`SHORT_FORM`), Karatsuba's (3), alone or in clusters of 2; each also with the suffix
-#: ``_p`` for :func:`gemm_mod`'s ``permuted`` stores.
-_NAMES = {(3, 1): "crt_gemm_mod3", (4, 1): "crt_gemm_mod4", (SHORT_FORM, 1): "crt_gemm_mod4_short",
-          (3, 2): "crt_gemm_mod3_c2", (4, 2): "crt_gemm_mod4_c2",
-          (SHORT_FORM, 2): "crt_gemm_mod4_short_c2", (4, 4): "crt_gemm_mod4_c4",
-          (SHORT_FORM, 4): "crt_gemm_mod4_short_c4"}
+def _kernel_options(form, cluster: int = 1, permuted: bool = False) -> tuple[str, tuple]:
+    """The name and NVRTC options of the kernel of ``form`` (3: Karatsuba's, 4: the direct form,
+    :data:`SHORT_FORM`: its short reduction), ``cluster`` CTAs a cluster and ``permuted`` stores:
+    ``crt_gemm_mod3``, ``crt_gemm_mod4``, ``crt_gemm_mod4_short``, each with ``_c2`` / ``_c4``
+    in clusters and ``_p`` permuted; the template arguments as ``-DGEMM_*``
+    (``kernels/products_wgmma.cu``)."""
+    short = form == SHORT_FORM
+    name = ("crt_gemm_mod4_short" if short else f"crt_gemm_mod{form}") + (
+        f"_c{cluster}" if cluster > 1 else "") + ("_p" if permuted else "")
+    return name, (*_OPTIONS, f"-DKERNEL_NAME={name}", f"-DGEMM_FORM={3 if form == 3 else 4}",
+                  f"-DGEMM_CL={int(cluster)}", f"-DGEMM_SHORT={int(short)}",
+                  f"-DGEMM_PERM={int(bool(permuted))}")
 
 
 def _function(form, cluster: int = 1, permuted: bool = False):
     """The kernel of ``form`` (3, 4 or :data:`SHORT_FORM`), ``cluster`` and ``permuted``
     (a ``cupy.cuda.function.Function`` with its dynamic shared memory allowed), compiled on first
     use by NVRTC for sm_90a as a module of its own (``kernels/products_wgmma.cu`` with
-    ``-DONE_KERNEL``; the PTX wrappers in ``kernels/hopper.cuh``): about 1 s a kernel, where the
-    eight together took 8 s.
+    :func:`_kernel_options`; the PTX wrappers in ``kernels/hopper.cuh``): about 1 s a kernel.
 
     Raises:
         RuntimeError: the compiler's log, or the driver refused the shared memory.
@@ -216,9 +220,8 @@ def _function(form, cluster: int = 1, permuted: bool = False):
     key = (form, cluster, bool(permuted))
     funcs = _state.setdefault("funcs", {})
     if key not in funcs:
-        name = _NAMES[(form, cluster)] + ("_p" if permuted else "")
-        func = sm90a_module(_KERNEL, (*_OPTIONS, "-DONE_KERNEL", f"-DKERNEL_{name}")
-                            ).get_function(name)
+        name, options = _kernel_options(form, cluster, permuted)
+        func = sm90a_module(_KERNEL, options).get_function(name)
         set_dynamic_smem(func, _SMEM_BYTES)
         funcs[key] = func
     return funcs[key]

@@ -32,16 +32,16 @@
 // but Karatsuba's slower at K >= 4096 (square 16384 by 18%, with the main loop's SASS unchanged:
 // benchmarks/RESULTS.md section 7), so Karatsuba keeps the other.
 // negp = -p mod 2**32, made opaque by the caller (the compiler rewrites q (-p) as (-q) p: a
-// negation per output). With it, and the bytes packed by byte_perm instead of shifts and ors,
-// the direct form's kernel issues 15% fewer instructions (Nsight Compute, H200, N = 28: d = 7
-// 2.45G -> 2.08G, 9.17 -> 8.37 ms; d = 8 2.74G -> 2.37G, 11.77 -> 11.00 ms); same bits.
-// SHORT (the direct form with K <= 256 a launch, |T| <= K 2**15 <= 2**23): a = T + b with b the
-// least multiple of p >= 2**23 (`bias`), 0 <= a < 2**24 + p, and q = floor(a M32 / 2**32) with
-// M32 = ceil(2**32 / p) (`m32`): p M32 = 2**32 + e, 0 <= e < p, and q is floor(a / p) while
-// (floor(a / p) + 1) e < M32, that is for a < 2**32 / e + 1 - p >= 2**32 / 255 - 255 > 2**24
-// + 256 (e = 0, p = 256: every a): three instructions (add, mul.hi, mad), no shift (every p in (128, 256] checked
-// exhaustively over |T| <= 2**23). Nsight Compute, H200, N = 28: d = 7 2.08G -> 1.86G
-// instructions, 8.37 -> 7.92 ms; d = 8 2.37G -> 2.15G, 11.00 -> 10.60 ms; same bits.
+// negation per output). With it, and the bytes packed by byte_perm instead of shifts and ors, the
+// direct form's kernel issues 15% fewer instructions (Nsight Compute, H200, N = 28: d = 7 2.45G ->
+// 2.08G, 9.17 -> 8.37 ms; d = 8 2.74G -> 2.37G, 11.77 -> 11.00 ms); same bits. SHORT (the direct
+// form with K <= 256 a launch, |T| <= K 2**15 <= 2**23): a = T + b with b the least multiple of p
+// >= 2**23 (`bias`), 0 <= a < 2**24 + p, and q = floor(a M32 / 2**32) with M32 = ceil(2**32 / p)
+// (`m32`): p M32 = 2**32 + e, 0 <= e < p, and q is floor(a / p) while (floor(a / p) + 1) e < M32,
+// that is for a < 2**32 / e + 1 - p >= 2**32 / 255 - 255 > 2**24 + 256 (e = 0, p = 256: every a):
+// three instructions (add, mul.hi, mad), no shift (every p in (128, 256] checked exhaustively over
+// |T| <= 2**23). Nsight Compute, H200, N = 28: d = 7 2.08G -> 1.86G instructions, 8.37 -> 7.92 ms;
+// d = 8 2.37G -> 2.15G, 11.00 -> 10.60 ms; same bits.
 template <bool BIASED, bool SHORT = false>
 __device__ __forceinline__ u32 modp(int t, u32 p, u32 M, u32 negp, u32 bias = 0u, u32 m32 = 0u)
 {
@@ -355,62 +355,18 @@ __device__ __forceinline__ void gemm_mod_body(
 #define GEMM_MOD_ARGS ta, tb, mpa, nbp, m, ld, kb0, kblocks, mtiles, ntiles, num_moduli, group, \
     acc, pm, u
 
-// Each kernel in two layouts of u: in column order, and with the suffix _p permuted (PERM): two
-// bodies, not one that tests a flag; with the flag at run time both epilogues lived in every
-// kernel (about 25-45% more code) and Karatsuba's products at K = 4096 ran 33% slower.
-// With the options -DONE_KERNEL -DKERNEL_<name> the module holds that kernel alone: a process
-// compiles only the kernels it launches (nvcc: about 1 s each, 8 s for all eight).
-#define GEMM_MOD_KERNEL(name, ...) \
-    extern "C" __global__ void __launch_bounds__(384, 1) name(GEMM_MOD_PARAMS) \
-    { gemm_mod_body<__VA_ARGS__>(GEMM_MOD_ARGS); }
-
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod3)
-GEMM_MOD_KERNEL(crt_gemm_mod3, 3, 1, false, false)
+// One kernel a module: -DKERNEL_NAME=<name> with its template arguments -DGEMM_FORM=3|4
+// -DGEMM_CL=1|2|4 -DGEMM_SHORT=0|1 -DGEMM_PERM=0|1 (ozsim.gemm.ozaki2.wgmma._kernel_options:
+// crt_gemm_mod3, crt_gemm_mod4, crt_gemm_mod4_short, each with _c2 or _c4 for clusters, _p for
+// the permuted layout of u). Each layout is a body of its own, not one that tests a flag: with the
+// flag at run time both epilogues lived in every kernel (about 25-45% more code) and Karatsuba's
+// products at K = 4096 ran 33% slower. A process compiles only the kernels it launches (nvcc:
+// about 1 s each).
+#if !defined(KERNEL_NAME) || !defined(GEMM_FORM) || !defined(GEMM_CL) || !defined(GEMM_SHORT) \
+    || !defined(GEMM_PERM)
+#error "products_wgmma.cu needs -DKERNEL_NAME, -DGEMM_FORM, -DGEMM_CL, -DGEMM_SHORT, -DGEMM_PERM"
 #endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod3_p)
-GEMM_MOD_KERNEL(crt_gemm_mod3_p, 3, 1, false, true)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4)
-GEMM_MOD_KERNEL(crt_gemm_mod4, 4, 1, false, false)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_p)
-GEMM_MOD_KERNEL(crt_gemm_mod4_p, 4, 1, false, true)
-#endif
-// the direct form for K <= 256 a launch (modp's SHORT reduction)
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short)
-GEMM_MOD_KERNEL(crt_gemm_mod4_short, 4, 1, true, false)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short_p)
-GEMM_MOD_KERNEL(crt_gemm_mod4_short_p, 4, 1, true, true)
-#endif
-// launched in clusters of 2 CTAs (cuLaunchKernelEx)
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod3_c2)
-GEMM_MOD_KERNEL(crt_gemm_mod3_c2, 3, 2, false, false)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod3_c2_p)
-GEMM_MOD_KERNEL(crt_gemm_mod3_c2_p, 3, 2, false, true)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_c2)
-GEMM_MOD_KERNEL(crt_gemm_mod4_c2, 4, 2, false, false)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_c2_p)
-GEMM_MOD_KERNEL(crt_gemm_mod4_c2_p, 4, 2, false, true)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short_c2)
-GEMM_MOD_KERNEL(crt_gemm_mod4_short_c2, 4, 2, true, false)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short_c2_p)
-GEMM_MOD_KERNEL(crt_gemm_mod4_short_c2_p, 4, 2, true, true)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_c4)
-GEMM_MOD_KERNEL(crt_gemm_mod4_c4, 4, 4, false, false)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_c4_p)
-GEMM_MOD_KERNEL(crt_gemm_mod4_c4_p, 4, 4, false, true)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short_c4)
-GEMM_MOD_KERNEL(crt_gemm_mod4_short_c4, 4, 4, true, false)
-#endif
-#if !defined(ONE_KERNEL) || defined(KERNEL_crt_gemm_mod4_short_c4_p)
-GEMM_MOD_KERNEL(crt_gemm_mod4_short_c4_p, 4, 4, true, true)
-#endif
+extern "C" __global__ void __launch_bounds__(384, 1) KERNEL_NAME(GEMM_MOD_PARAMS)
+{
+    gemm_mod_body<GEMM_FORM, GEMM_CL, (bool)GEMM_SHORT, (bool)GEMM_PERM>(GEMM_MOD_ARGS);
+}
