@@ -463,6 +463,66 @@ def test_fused_permuted_path_equal_to_cpu(n, backend, monkeypatch):
             assert np.array_equal(got.get(), want), (n, env, permuted)
 
 
+@pytest.mark.parametrize("num_moduli", [2, 5, 8, 11, 12, 15, 16])
+def test_finish_on_tensor_cores_equals_crt_finish(num_moduli, monkeypatch):
+    """crt_finish_tc (the digit sums on the INT8 tensor cores) = crt_finish bit for bit on
+    random residues and on residues at p - 1 (the largest sums), columns in order and permuted
+    (groups of 32 cut by nb), rows and columns not multiples of the tiles, an output with
+    strides; crt_finish itself equals the CPU (the GEMM tests)."""
+    from types import SimpleNamespace
+
+    if int(cp.cuda.Device().compute_capability) < 80:
+        pytest.skip("mma.m16n8k16 with u8 needs compute capability 8.0")
+    c = crt_constants(num_moduli)
+    p = cp.asarray(np.array(c.moduli, dtype=np.int64))[:, None, None, None]
+    rng = cp.random.default_rng(num_moduli)
+    for m, nb, perm in ((3, 5, False), (40, 300, False), (40, 300, True), (130, 1000, True),
+                        (7, 2085, False), (7, 2085, True)):
+        ld = -(-nb // 32) * 32 if perm else -(-nb // 4) * 4
+        for extreme in (False, True):
+            u = (p - 1 if extreme else rng.integers(0, 1 << 30, size=(1, 2, m, ld)) % p)
+            u = cp.ascontiguousarray(cp.broadcast_to(u, (num_moduli, 2, m, ld)).astype(cp.uint8))
+            prep = SimpleNamespace(norm_exponents=rng.integers(-30, 30, m, dtype=cp.int32))
+            fb = rng.integers(-30, 30, nb, dtype=cp.int32)
+            outs = []
+            for tc in (False, True):
+                monkeypatch.setattr(_cuda_crt, "FINISH_TC", tc)
+                fk = _cuda_crt._finish_kernel(num_moduli)
+                assert (fk[1] is not None) == tc
+                out = cp.full((nb + 3, m), np.nan, dtype=cp.complex128)
+                view = out[:nb].T  # strides (1, m + ...) in elements: so_r = 1, so_c = m
+                _cuda_crt._finish(fk, u, m, nb, ld, _cuda_crt._crt_constants_gpu(num_moduli),
+                                  prep, fb, 90, view, 1, m, perm)
+                outs.append(out.get())
+            assert not np.isnan(outs[1][:nb]).any() and np.isnan(outs[1][nb:]).all()
+            assert np.array_equal(outs[0].view(np.uint64), outs[1].view(np.uint64)), \
+                (m, nb, perm, extreme)
+
+
+def test_finish_on_tensor_cores_where_it_applies(monkeypatch):
+    """By default the reconstruction takes the tensor cores only on GPUs without full-rate FP64;
+    forced (FINISH_TC = True), the GEMM path takes them up to 16 moduli and crt_finish from 17
+    (two k16 steps), = CPU bitwise either way."""
+    if int(cp.cuda.Device().compute_capability) < 80:
+        pytest.skip("mma.m16n8k16 with u8 needs compute capability 8.0")
+    cc = cp.cuda.Device().compute_capability
+    assert _cuda_crt.FINISH_TC is None
+    assert _cuda_crt._finish_tc_applies(15) == (cc not in _cuda_crt._FULL_FP64)
+    assert not _cuda_crt._finish_tc_applies(17)
+    monkeypatch.setattr(_cuda_crt, "FINISH_TC", True)
+    names = []
+    real = _cuda_crt._finish
+    monkeypatch.setattr(_cuda_crt, "_finish",
+                        lambda fk, *a, **kw: names.append(fk[1] is not None) or real(fk, *a, **kw))
+    a, b = _pair(9, 64, 200, 777, 2.0)
+    for num_moduli, tc in ((16, True), (17, False), (8, True)):
+        names.clear()
+        want = zgemm(a, b, backend=f"int8-crt{num_moduli}")
+        got = zgemm(cp.asarray(a), cp.asarray(b), backend=f"int8-crt{num_moduli}")
+        assert names and set(names) == {tc}
+        assert np.array_equal(got.get(), want), num_moduli
+
+
 def test_fused_direct_rejects_overflowing_k():
     """The direct form's INT32 chains hold k 2**15: kpad > 32768 is refused, not wrapped."""
     wg = _fused_or_skip()

@@ -254,6 +254,59 @@ def test_offset_residue_sums_keep_the_quotient_and_the_exact_digits(n):
     assert [int(x) for x in np.rint(q)] == quotient
 
 
+@pytest.mark.parametrize("n", [2, 5, 11, 15, 16])
+def test_tensor_core_digit_sums_are_the_exact_digit_sums(n):
+    """crt_finish_tc (kernels/finish_tc.cu) emulated lane by lane: each lane's words of 4 moduli
+    at 4 columns, the 4 x 4 byte transpose, mma.m16n8k16 tiles (PTX fragment layouts) against
+    digit_unit_fragments, units S_a + 256 S_(a+1) exchanged in lane quads and shifted into
+    64-bit digit sums give sum_p u_p digit_c(P/p) exactly, below 2**52 (so exact in FP64), for
+    residues at 0, p - 1 and random."""
+    from ozsim.gemm.ozaki2.moduli import digit_unit_fragments, digit_units
+
+    c = crt_constants(n)
+    units, _ = digit_units(n)
+    words = digit_unit_fragments(n)
+    nt = words.shape[0]
+    assert len(units) <= 4 * nt < len(units) + 4
+    p = np.array(c.moduli)
+    rng = np.random.default_rng(300 + n)
+    u = np.zeros((16, 32), dtype=np.int64)  # [modulus (zero past n)][column of one group]
+    u[:n] = rng.integers(0, p[:, None], size=(n, 32))
+    u[:n, 0], u[:n, 1] = p - 1, 0
+    b = np.zeros((nt, 16, 8), dtype=np.int64)  # B from the lanes' fragment words
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        for q in range(4):
+            b[:, 4 * t + q, g] = (words[:, lane] >> np.uint32(8 * q)) & 0xFF
+    units_of = {}  # (lane, entry e, n-tile) -> the unit a lane stores
+    for tile in range(2):
+        a = np.zeros((16, 16), dtype=np.int64)
+        for lane in range(32):  # a0: row g, a1: row g + 8; k = 4 t .. 4 t + 3
+            g, t = lane >> 2, lane & 3
+            a[g, 4 * t:4 * t + 4] = u[4 * t:4 * t + 4, 4 * g + 2 * tile]
+            a[g + 8, 4 * t:4 * t + 4] = u[4 * t:4 * t + 4, 4 * g + 2 * tile + 1]
+        for k in range(nt):
+            prod = a @ b[k]
+            assert prod.max() < 2**20
+            for lane in range(32):  # c0, c1: row g, columns 2 t, 2 t + 1; c2, c3: row g + 8
+                g, t = lane >> 2, lane & 3
+                for h in range(2):
+                    units_of[lane, 2 * tile + h, k] = (int(prod[g + 8 * h, 2 * t])
+                                                       + 256 * int(prod[g + 8 * h, 2 * t + 1]))
+    for lane in range(32):  # lane (g, t) finishes column 4 g + t from its quad's units
+        g, t = lane >> 2, lane & 3
+        acc = [0] * c.num_limbs
+        for k, (digit, shift) in enumerate(units):
+            unit = units_of[(g << 2) | (k % 4), t, k // 4]
+            assert unit < 2**29
+            acc[digit] += unit << shift
+        col = 4 * g + t
+        want = [sum(int(u[i, col]) * int(c.limbs_M[i, j]) for i in range(n))
+                for j in range(c.num_limbs)]
+        assert acc == want
+        assert max(acc) < 2**52
+
+
 # -- the auto rule and plans ----------------------------------------------------------------------
 def _normwise(c, ref) -> float:
     return float(np.linalg.norm(c - ref) / np.linalg.norm(ref))

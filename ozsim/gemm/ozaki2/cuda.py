@@ -87,8 +87,8 @@ from .. import _gpu
 from .._gpu import raw_module
 from . import wgmma as _crt_wgmma
 from .gate_tables import upload_tables
-from .moduli import (LIMB_BITS, NORM_FRAC_BITS, crt_constants, offset_sum_start,
-                     quotient_weights)
+from .moduli import (LIMB_BITS, NORM_FRAC_BITS, crt_constants, digit_unit_fragments,
+                     digit_units, offset_sum_start, quotient_weights)
 
 __all__ = ["GatheredMatrix", "analyse", "analyse_launch",
            "default_workspace_bytes", "deposit_offsets", "int8_crt_zgemm_gpu", "last_stats",
@@ -201,27 +201,75 @@ def _finish_columns(num_moduli: int) -> int:
     return _FINISH_COLS.get(crt_constants(num_moduli).num_limbs, 4)
 
 
+#: The CRT digit sums of the reconstruction on the INT8 tensor cores (``kernels/finish_tc.cu``,
+#: ``crt_finish_tc``: byte digits of ``P/p`` as the B operand of ``mma.m16n8k16.u8.u8``,
+#: :func:`ozsim.gemm.ozaki2.moduli.digit_units`; about 32 FP64 operations an entry against
+#: ``crt_finish``'s ~110 multiply-adds), the same digit sums (exact integers), so the same bits.
+#: ``None``: where FP64 runs at 1/32 of FP32 or less (compute capability 8.0 or later other than
+#: the full-FP64 8.0, 9.0 and 10.0), where those multiply-adds, not the bytes, would bound
+#: ``crt_finish`` (an operation count, not measured on such a GPU); ``True``: wherever it applies
+#: (sm_80+, at most 16 moduli); ``False``: never. H200, N = 30, 15 moduli, the GEMM path's
+#: reconstruction stage at d = 7 / 8 / 9, alternating in one process: 1.94-1.98 / 1.98-2.02 /
+#: 1.99-2.12 times the copy floor with ``crt_finish``, 2.25-2.28 / 2.31-2.33 / 2.32-2.35 with
+#: ``crt_finish_tc`` (latency-bound at 32 warps a multiprocessor: ncu's long-scoreboard stalls
+#: twice ``crt_finish``'s, DRAM 57% of peak against 71%).
+FINISH_TC = None
+#: Full-rate FP64 GPUs (compute capability as CuPy writes it), where :data:`FINISH_TC` ``None``
+#: keeps ``crt_finish``.
+_FULL_FP64 = ("80", "90", "100")
+#: Groups of 32 columns a warp of ``crt_finish_tc`` takes (a block: ``256 * _FINISH_TC_GROUPS``).
+_FINISH_TC_GROUPS = 4
+
+
+def _finish_tc_applies(num_moduli: int) -> bool:
+    """Whether :func:`_finish_kernel` gives ``crt_finish_tc`` for ``num_moduli`` moduli:
+    ``num_moduli <= 16`` (one k16 step of the moduli), compute capability 8.0 or later, and
+    :data:`FINISH_TC` (``None``: not a full-FP64 GPU, :data:`_FULL_FP64`)."""
+    cc = cp.cuda.Device().compute_capability
+    if FINISH_TC is False or num_moduli > 16 or int(cc) < 80:
+        return False
+    return FINISH_TC or cc not in _FULL_FP64
+
+
+def _finish_tc_options(num_moduli: int) -> tuple[str, ...]:
+    """``crt_finish_tc``'s options (``kernels/finish_tc.cu``): the moduli and digits and the
+    units of :func:`ozsim.gemm.ozaki2.moduli.digit_units` as hexadecimal nibbles."""
+    units, _ = digit_units(num_moduli)
+    limb = sum(c << (4 * k) for k, (c, _) in enumerate(units))
+    shift = sum((sh // 16) << (4 * k) for k, (_, sh) in enumerate(units))
+    return (f"-DNMODC={num_moduli}", f"-DNLIMBC={crt_constants(num_moduli).num_limbs}",
+            f"-DTC_UNITS={len(units)}", f"-DTC_UNIT_LIMB={limb:#x}",
+            f"-DTC_UNIT_SHIFT={shift:#x}", f"-DTC_GROUPS={_FINISH_TC_GROUPS}")
+
+
 def _finish_kernel(num_moduli: int):
-    """``crt_finish`` for ``num_moduli`` moduli, with its constant bank filled (FINISH_CONST:
-    :func:`_crt_constants_host`, which :func:`_crt_constants_gpu` passes otherwise), once per
-    module."""
-    opts = _CONSTANTS + _finish_options(num_moduli)
-    key = ("finish_cst", opts, cp.cuda.Device().id)
-    if FINISH_CONST and key not in _const_cache:
+    """The reconstruction for ``num_moduli`` moduli as ``(kernel, tc_bfrag)``: ``crt_finish_tc``
+    and its B fragments (:func:`ozsim.gemm.ozaki2.moduli.digit_unit_fragments`, on the device)
+    where :func:`_finish_tc_applies`, else ``crt_finish`` and ``None``; the module's constant
+    bank filled (FINISH_CONST: :func:`_crt_constants_host`, which :func:`_crt_constants_gpu`
+    passes otherwise) once per module."""
+    tc = _finish_tc_applies(num_moduli)
+    file, opts = (("finish_tc.cu", _CONSTANTS + _finish_tc_options(num_moduli)) if tc else
+                  ("finish.cu", _CONSTANTS + _finish_options(num_moduli)))
+    key = ("finish_cst", file, opts, cp.cuda.Device().id)
+    if (tc or FINISH_CONST) and key not in _const_cache:
         host = np.ascontiguousarray(_crt_constants_host(num_moduli))
-        mod = raw_module(_KERNELS / "finish.cu", opts)
+        mod = raw_module(_KERNELS / file, opts)
         cp.cuda.runtime.memcpy(mod.get_global("finish_cst").ptr, host.ctypes.data, host.nbytes,
                                _MEMCPY_H2D)
-        _const_cache[key] = True
-    return _kernel("crt_finish", num_moduli=num_moduli)
+        _const_cache[key] = cp.asarray(digit_unit_fragments(num_moduli)) if tc else None
+    if tc:
+        return _function(file, opts, "crt_finish_tc"), _const_cache[key]
+    return _kernel("crt_finish", num_moduli=num_moduli), None
 
 
 def _kernel(name: str, halves: int = 1, num_moduli: int = 0):
     """A kernel of the stage files in ``kernels/``, each module compiled once per options:
     the analysis (``analyse.cu``: ``crt_scan``, ``crt_sumsq``, ``crt_fin``,
-    ``crt_analyse_tile_*``, ``crt_col_sumsq``), the FP64 residues (``residues.cu``, per number of 26-bit halves:
-    ``-DNH``), ``crt_reduce`` (``reduce.cu``) and ``crt_finish`` (``finish.cu``, per number of
-    moduli: :func:`_finish_options`). The FP32 residues: :func:`_residue32_kernel`."""
+    ``crt_analyse_tile_*``, ``crt_col_sumsq``), the FP64 residues (``residues.cu``, per number
+    of 26-bit halves: ``-DNH``), ``crt_reduce`` (``reduce.cu``) and ``crt_finish``
+    (``finish.cu``, per number of moduli: :func:`_finish_options`). The FP32 residues:
+    :func:`_residue32_kernel`."""
     if name.startswith("crt_analyse_tile") or name in _ANALYSE_PASSES:
         file, opts = "analyse.cu", _CONSTANTS
     elif name in ("crt_residues", "crt_residues_tab"):
@@ -956,12 +1004,21 @@ def _finish(finish_k, u, m, nbj, ld, cst, prep, fb, gsum, out, so_r, so_c, perm=
     """``crt_finish`` over the ``(N, 2, m, ld)`` residues of one column block into ``out``;
     ``perm``: ``u`` as :func:`ozsim.gemm.ozaki2.wgmma.gemm_mod` stores it ``permuted`` (its
     threads then cover every aligned group of 32 stored bytes that holds a column below
-    ``nbj``)."""
-    cols = _finish_columns(u.shape[0])
+    ``nbj``). ``finish_k``: :func:`_finish_kernel`'s pair (``crt_finish_tc`` with its B
+    fragments, or ``crt_finish``)."""
+    kernel, bfrag = finish_k
     stored = -(-nbj // 32) * 32 if perm else nbj
     with _gpu._stage("crt"):
         for i0 in range(0, m, 65535):  # grid y: rows
-            finish_k((-(-stored // (cols * _THREADS)), min(m - i0, 65535)), (_THREADS,),
-                     (u, np.int64(m), np.int64(nbj), np.int64(ld), cst, prep.norm_exponents,
-                      fb, np.int32(gsum), out, np.int64(so_r), np.int64(so_c), np.int64(i0),
-                      np.int32(perm)))
+            rows = min(m - i0, 65535)
+            if bfrag is not None:
+                kernel((-(-stored // (256 * _FINISH_TC_GROUPS)), rows), (256,),
+                       (u, np.int64(m), np.int64(nbj), np.int64(ld), prep.norm_exponents, fb,
+                        np.int32(gsum), out, np.int64(so_r), np.int64(so_c), np.int64(i0),
+                        np.int32(perm), bfrag))
+                continue
+            cols = _finish_columns(u.shape[0])
+            kernel((-(-stored // (cols * _THREADS)), rows), (_THREADS,),
+                   (u, np.int64(m), np.int64(nbj), np.int64(ld), cst, prep.norm_exponents,
+                    fb, np.int32(gsum), out, np.int64(so_r), np.int64(so_c), np.int64(i0),
+                    np.int32(perm)))

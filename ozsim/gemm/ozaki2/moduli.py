@@ -167,6 +167,68 @@ def byte_weight_words(moduli) -> np.ndarray:
 
 
 @functools.cache
+def digit_units(num_moduli: int) -> tuple[tuple[tuple[int, int], ...], np.ndarray]:
+    """The CRT digit sums as sums of byte products, for the INT8 tensor cores
+    (``kernels/finish_tc.cu``, ``crt_finish_tc``).
+
+    Each base-``2**40`` digit ``c`` of ``P/p`` (``CRTConstants.limbs_M``) is split into bytes
+    ``b_(c,a)``, and ``sum_p u_p digit_c(P/p) = sum_a S_(c,a) 2**(8 a)`` with ``S_(c,a) = sum_p u_p
+    b_(c,a)(p) <= N * 255 * 255``, a UINT8 x UINT8 -> INT32 product over the moduli. A *unit*
+    pairs the bytes ``a``, ``a + 1`` of one digit (the last byte of a digit alone) as ``S_a +
+    256 S_(a+1) < 2**29``; the digit's sum is ``sum_units unit << (8 a)``, exact.
+
+    Returns:
+        ``(units, bytes)``: ``units`` a tuple of ``(digit c, bit shift 8 a)``, one per unit
+        (only the bytes that are non-zero for some modulus, so a digit's top units may be
+        absent); ``bytes`` ``(len(units), 2, num_moduli)`` uint8, the bytes ``a`` and ``a + 1``
+        (0 where absent) of ``digit_c(P/p)`` per modulus.
+
+    Raises:
+        ValueError: ``num_moduli`` outside 2..20 (:func:`crt_constants`).
+    """
+    const = crt_constants(num_moduli)
+    big = [[int(x) for x in row] for row in const.limbs_M]
+    units, table = [], []
+    for c in range(const.num_limbs):
+        nbytes = -(-max(row[c] for row in big).bit_length() // 8)
+        for a in range(0, nbytes, 2):
+            units.append((c, 8 * a))
+            table.append([[(row[c] >> (8 * b)) & 0xFF if b < nbytes else 0 for row in big]
+                          for b in (a, a + 1)])
+    return tuple(units), np.array(table, dtype=np.uint8).reshape(len(units), 2, num_moduli)
+
+
+def digit_unit_fragments(num_moduli: int) -> np.ndarray:
+    """The B operand of ``crt_finish_tc``'s ``mma.m16n8k16.u8.u8`` (``kernels/finish_tc.cu``):
+    the bytes of :func:`digit_units` as ``NT = ceil(units / 4)`` n-tiles of 16 x 8 (rows: the
+    moduli, zero past the last; unit ``k``: columns ``2 (k % 4)`` and ``2 (k % 4) + 1`` of
+    n-tile ``k // 4``, its bytes ``a`` and ``a + 1``), in each lane's fragment layout: lane ``(g,
+    t) = (lane // 4, lane % 4)`` holds rows ``4 t .. 4 t + 3`` of column ``g``, row ``4 t + q``
+    in byte ``q`` (PTX ISA, "Matrix Fragments for mma.m16n8k16" with 8-bit types).
+
+    Returns:
+        ``(NT, 32)`` uint32.
+
+    Raises:
+        ValueError: more than 16 moduli (one k16 step) or outside 2..20.
+    """
+    if num_moduli > 16:
+        raise ValueError(f"the tensor-core digit sums take at most 16 moduli, got {num_moduli}")
+    units, table = digit_units(num_moduli)
+    nt = -(-len(units) // 4)
+    b = np.zeros((nt, 16, 8), dtype=np.uint32)  # [n-tile][modulus][column]
+    for k in range(len(units)):
+        b[k // 4, :num_moduli, 2 * (k % 4)] = table[k, 0]
+        b[k // 4, :num_moduli, 2 * (k % 4) + 1] = table[k, 1]
+    lane = np.arange(32)
+    g, t = lane >> 2, lane & 3
+    words = np.zeros((nt, 32), dtype=np.uint32)
+    for q in range(4):
+        words |= b[:, 4 * t + q, g] << np.uint32(8 * q)
+    return words
+
+
+@functools.cache
 def _kept_bits_table() -> tuple[tuple[int, int], ...]:
     """``((N, gamma(N)), ...)`` for ``N = MIN_MODULI .. MAX_MODULI``."""
     return tuple((n, kept_bits(n)) for n in range(MIN_MODULI, MAX_MODULI + 1))
