@@ -185,6 +185,10 @@ def digit_units(num_moduli: int) -> tuple[tuple[tuple[int, int], ...], np.ndarra
 
     Raises:
         ValueError: ``num_moduli`` outside 2..20 (:func:`crt_constants`).
+
+    Source: the limb sums ``sum_p u_p (P/p)_c`` of the CRT reconstruction
+    (:mod:`ozsim.gemm.ozaki2.scheme`, step 5; [Ozaki2]), regrouped by bytes so that INT8
+    products make them (ozsim's construction).
     """
     const = crt_constants(num_moduli)
     big = [[int(x) for x in row] for row in const.limbs_M]
