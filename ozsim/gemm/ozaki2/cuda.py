@@ -1008,6 +1008,7 @@ def _finish(finish_k, u, m, nbj, ld, cst, prep, fb, gsum, out, so_r, so_c, perm=
     fragments, or ``crt_finish``)."""
     kernel, bfrag = finish_k
     stored = -(-nbj // 32) * 32 if perm else nbj
+    cols = _finish_columns(u.shape[0])
     with _gpu._stage("crt"):
         for i0 in range(0, m, 65535):  # grid y: rows
             rows = min(m - i0, 65535)
@@ -1017,7 +1018,6 @@ def _finish(finish_k, u, m, nbj, ld, cst, prep, fb, gsum, out, so_r, so_c, perm=
                         np.int32(gsum), out, np.int64(so_r), np.int64(so_c), np.int64(i0),
                         np.int32(perm), bfrag))
                 continue
-            cols = _finish_columns(u.shape[0])
             kernel((-(-stored // (cols * _THREADS)), rows), (_THREADS,),
                    (u, np.int64(m), np.int64(nbj), np.int64(ld), cst, prep.norm_exponents,
                     fb, np.int32(gsum), out, np.int64(so_r), np.int64(so_c), np.int64(i0),

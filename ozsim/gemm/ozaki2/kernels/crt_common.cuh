@@ -31,4 +31,45 @@ __device__ __forceinline__ double symmod(double x, double p, double ip, double h
 // where 2**e is a normal number
 __device__ __forceinline__ double pow2(int e) { return __hiloint2double((e + 1023) << 20, 0); }
 
+// Column c's place in its aligned group of 32 in the permuted u (products_wgmma.cu's stores
+// without their quad transpose), and the column at a place: bits 1-2 and 3-4 of t (0 <= t < 32)
+// swapped, an involution (finish.cu, finish_tc.cu)
+__device__ __forceinline__ int swap_col_bits(int t)
+{
+    return ((t & 6) << 2) | ((t >> 2) & 6) | (t & 1);
+}
+
+// The CRT reconstruction's quotient from the exact digit sums dd[c] = sum_p u_p digit_c(P/p)
+// (ozaki2.moduli.quotient_weights: qw[c] = fl(2**(LBITS c) / P)): rint(sum_c dd[c] qw[c]),
+// summed from the top digit down (finish.cu, FINISH_SUMS; finish_tc.cu)
+template <int L, typename W>
+__device__ __forceinline__ double crt_quotient(const double (&dd)[L], const W& qw)
+{
+    double qe = dd[L - 1] * qw[L - 1];
+#pragma unroll
+    for (int c = L - 2; c >= 0; --c) qe = fma(dd[c], qw[c], qe);
+    return rint_small(qe);
+}
+
+// C' from the digit sums and the quotient qq (scheme II step 5, ozaki2.scheme): dd[c] - qq
+// P_c (lp: P's digits; exact), carries that balance the lower digits (exact), then C' summed
+// from the lowest digit up, each term exact: the scheme's one rounding. dd is overwritten.
+template <int L, typename P>
+__device__ __forceinline__ double crt_value(double (&dd)[L], double qq, const P& lp)
+{
+    const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
+#pragma unroll
+    for (int c = 0; c < L; ++c) dd[c] -= qq * lp[c];  // exact
+#pragma unroll
+    for (int c = 0; c + 1 < L; ++c) {  // balanced digits, exact
+        const double carry = rint_small(dd[c] * iradix);
+        dd[c] -= carry * radix;
+        dd[c + 1] += carry;
+    }
+    double v = dd[0];
+#pragma unroll
+    for (int c = 1; c < L; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact
+    return v;
+}
+
 #endif  // OZSIM_CRT_COMMON_CUH

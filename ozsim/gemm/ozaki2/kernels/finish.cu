@@ -87,13 +87,6 @@ __constant__ double finish_cst[NMODC * (NLIMBC + 1) + 3 * NLIMBC];
 #else  // both parts, 4 columns: no bounds (96 registers at N = 15, 128 at N = 16)
 #define FINISH_BOUNDS
 #endif
-// Column c's place in its aligned group of 32 in the permuted u (perm), and the column at a
-// place: bits 1-2 and 3-4 of t (0 <= t < 32) swapped, an involution (products_wgmma.cu)
-__device__ __forceinline__ int swap_col_bits(int t)
-{
-    return ((t & 6) << 2) | ((t >> 2) & 6) | (t & 1);
-}
-
 template <bool PERM>
 __device__ __forceinline__ void finish_body(
     const unsigned char* __restrict__ u, long long m, long long nb, long long ld,
@@ -130,7 +123,6 @@ __device__ __forceinline__ void finish_body(
     const FINISH_CV double* start = qw + NLIMBC;
     const long long plane = m * ld / FINISH_COLS;  // words from one plane to the next
     const finish_word* ui = (const finish_word*)(u + i * ld + js);  // js + FINISH_COLS <= ld
-    const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
     double res[2][FINISH_COLS];
 #if FINISH_PRELOAD  // one part per pass, but every word loaded up front (the loads overlap)
     unsigned int w_re[NMODC], w_im[NMODC];
@@ -212,26 +204,12 @@ __device__ __forceinline__ void finish_body(
         for (int col = 0; col < FINISH_COLS; ++col) {
 #pragma unroll
             for (int pp = 0; pp < PP; ++pp) {
-                double* dd = d[col][pp];
 #if FINISH_SUMS  // the quotient from the digit sums (q's sum unused: never made)
-                double qe = dd[NLIMBC - 1] * qw[NLIMBC - 1];
-#pragma unroll
-                for (int c = NLIMBC - 2; c >= 0; --c) qe = fma(dd[c], qw[c], qe);
-                const double qq = rint_small(qe);
+                const double qq = crt_quotient(d[col][pp], qw);
 #else
                 const double qq = rint_small(q[col][pp]);
 #endif
-#pragma unroll
-                for (int c = 0; c < NLIMBC; ++c) dd[c] -= qq * lpr[c];  // exact
-#pragma unroll
-                for (int c = 0; c + 1 < NLIMBC; ++c) {  // balanced digits, exact
-                    const double carry = rint_small(dd[c] * iradix);
-                    dd[c] -= carry * radix;
-                    dd[c + 1] += carry;
-                }
-                double v = dd[0];
-#pragma unroll
-                for (int c = 1; c < NLIMBC; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact
+                const double v = crt_value(d[col][pp], qq, lpr);
                 if (PP == 2) res[pp][col] = v;
                 else if (p0) res[1][col] = v;
                 else res[0][col] = v;

@@ -48,11 +48,6 @@ __host__ __device__ constexpr int unit_shift(int k)
 // conflict-free, and 16-byte aligned for the quad's uint4 reads
 #define XS (16 * NT + 4)
 
-__device__ __forceinline__ int swap_col_bits(int t)
-{
-    return ((t & 6) << 2) | ((t >> 2) & 6) | (t & 1);
-}
-
 __device__ __forceinline__ void mma_u8_16(int (&c)[4], unsigned a0, unsigned a1, unsigned b)
 {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.u8.u8.s32 {%0, %1, %2, %3}, {%4, %5}, "
@@ -74,7 +69,6 @@ extern "C" __global__ void __launch_bounds__(256) crt_finish_tc(
     const long long stored = perm ? (nb + 31) & ~31LL : nb;
     const double* lp = finish_cst + NMODC + NMODC * NLIMBC;
     const double* qw = lp + NLIMBC;
-    constexpr double radix = (double)(1ull << LBITS), iradix = 1.0 / radix;
     unsigned bf[NT];
 #pragma unroll
     for (int n = 0; n < NT; ++n) bf[n] = __ldg(tc_bfrag + n * 32 + lane);
@@ -157,23 +151,8 @@ extern "C" __global__ void __launch_bounds__(256) crt_finish_tc(
             for (int c = 0; c < NLIMBC; ++c)  // acc < 16 * 255 * 2**40 < 2**52: exact
                 dd[c] = __longlong_as_double((long long)(acc[c] | 0x4330000000000000ull)) - 0x1p52;
             // finish.cu's tail (FINISH_SUMS): the quotient from the digit sums, the balanced
-            // digits, the one rounding
-            double qe = dd[NLIMBC - 1] * qw[NLIMBC - 1];
-#pragma unroll
-            for (int c = NLIMBC - 2; c >= 0; --c) qe = fma(dd[c], qw[c], qe);
-            const double qq = rint_small(qe);
-#pragma unroll
-            for (int c = 0; c < NLIMBC; ++c) dd[c] -= qq * lp[c];  // exact
-#pragma unroll
-            for (int c = 0; c + 1 < NLIMBC; ++c) {
-                const double carry = rint_small(dd[c] * iradix);
-                dd[c] -= carry * radix;
-                dd[c + 1] += carry;
-            }
-            double v = dd[0];
-#pragma unroll
-            for (int c = 1; c < NLIMBC; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact
-            res[pp] = v;
+            // digits, the one rounding (crt_common.cuh)
+            res[pp] = crt_value(dd, crt_quotient(dd, qw), lp);
         }
         const long long j = column(s0);
         if (j < nb) {
