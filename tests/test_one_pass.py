@@ -4,13 +4,17 @@ the INT8 ones bitwise against the CPU path (GPU only)."""
 from __future__ import annotations
 
 import importlib.util
+import random
 
 import numpy as np
 import pytest
 
 from conftest import cupy_or_skip
 from ozsim.gates.haar import haar_unitary
+from ozsim.gemm import registry
 from ozsim.gemm.cost import CostModel
+from ozsim.gemm.ozaki2 import crt_constants
+from ozsim.gemm.ozaki2.moduli import LIMB_BITS
 from ozsim.statevector import StateVector
 
 
@@ -244,6 +248,111 @@ def test_scheme1_wgmma_form_is_the_mma_sync_form_bitwise(d, s, monkeypatch):
         assert np.isfinite(got["1"]).all()
         np.testing.assert_array_equal(got["1"], want)
         np.testing.assert_array_equal(got["0"], want)
+
+
+def _crt_value_cpu(values, num_moduli):
+    """ozaki2's rounding of integers C' (|C'| < P/2) from their residues q_p C' mod p: the CPU's
+    CRT sums, carries and sum of the digits (scheme II step 5)."""
+    from ozsim.gemm.ozaki2.scheme import _CRTAccumulator
+
+    const = crt_constants(num_moduli)
+    acc = _CRTAccumulator(const, (len(values),), np)
+    for i, (p, q) in enumerate(zip(const.moduli, const.weights)):
+        acc.add(i, np.array([float(q * v % p) for v in values]))
+    return acc.finish()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_moduli", [2, 8, 14, 15])
+def test_exact_products_round_as_the_crt_reconstruction(num_moduli):
+    """crt_gate_exact.cu's rounding of an exact C' (its balanced digits summed from the lowest
+    up; at a tie, a digit's low bits exactly 2**39, the CRT's own sums) = the CPU's reconstruction
+    from the residues, bit for bit, on random C', the extremes, and ties at each lower digit
+    (including C' whose two balanced forms round differently: the naive digit sum differs from
+    the CPU there, so the tie path is what passes them); forced through the residues, too. The
+    scheme's range is |C'| < (P / 2)(1 - 2**-40)."""
+    cupy_or_skip()
+    from ozsim.gemm.ozaki2 import onepass
+
+    const = crt_constants(num_moduli)
+    half, radix = const.P // 2, 1 << LIMB_BITS
+    limit = half - (half >> 40)  # the scheme's range: |C'| < (P / 2)(1 - 2**-40)
+    r = random.Random(num_moduli)
+    vals = [0, 1, -1, limit - 1, 1 - limit, radix // 2, -(radix // 2)]
+    vals += [r.randrange(1 - half, half) for _ in range(300)]
+    for c in range(1, const.num_limbs):  # a tie at digit c - 1, the digits below balanced
+        top_bits = half.bit_length() - 2 - LIMB_BITS * c
+        for _ in range(200):
+            top = r.randrange(-(1 << top_bits), 1 << top_bits) if top_bits > 0 else 0
+            low = r.randrange(-(radix // 2), radix // 2) if c > 1 else 0
+            vals.append((top << (LIMB_BITS * c)) + (radix // 2) * radix ** (c - 1) + low)
+    if const.num_limbs >= 3:  # 2**79 + low: its balanced forms' partial sums round apart
+        vals += [(radix // 2) * radix + m * 2**26 + j for m in range(1, 64, 2) for j in (1, -1)]
+    vals += [-v for v in vals]
+    vals = [v for v in vals if abs(v) < limit]
+
+    def naive(v):  # the digits with -2**39 at every tie, summed as crt_value sums
+        digits = []
+        for _ in range(const.num_limbs - 1):
+            lo = ((v + radix // 2) % radix) - radix // 2
+            digits.append(lo)
+            v = (v - lo) // radix
+        digits.append(v)
+        out = float(digits[0])
+        for c in range(1, len(digits)):
+            out = float(digits[c]) * float(radix ** c) + out
+        return out
+
+    want = _crt_value_cpu(vals, num_moduli)
+    for force in (False, True):
+        got = onepass.exact_values(vals, num_moduli, force_residues=force)
+        np.testing.assert_array_equal(got, want)
+    if const.num_limbs >= 3:
+        assert any(naive(v) != w for v, w in zip(vals, want)), "no tie that the digits miss"
+
+
+@pytest.mark.gpu
+def test_small_gates_take_exact_products_up_to_15_moduli(monkeypatch):
+    """d <= 3 with up to 15 moduli runs crt_gate_exact.cu (16 moduli: the residue kernels), = CPU
+    bitwise on adversarial columns: equal magnitudes under a Walsh-Hadamard gate (the largest
+    limb sums), amplitudes near 2**-1074 and 2**1000 (the scalings past 2**1023), zero groups."""
+    cp = cupy_or_skip()
+    from ozsim.gemm import zgemm
+    from ozsim.gemm.ozaki2 import onepass
+
+    calls = []
+    real = onepass._apply_exact
+    monkeypatch.setattr(onepass, "_apply_exact", lambda *a: calls.append(1) or real(*a))
+    n = 10
+    rng = np.random.default_rng(3)
+    for d in (1, 2, 3):
+        h = np.array([[1.0]])
+        for _ in range(d):
+            h = np.kron(h, np.array([[1.0, 1.0], [1.0, -1.0]]) / np.sqrt(2))
+        gates = [h * np.exp(0.25j * np.pi), haar_unitary(1 << d, rng)]
+        states = [np.full(1 << n, (1 + 1j) / 2 ** ((n + 1) / 2)),
+                  np.where(rng.random(1 << n) < 0.5, 5e-324, 2.0 ** -1060)
+                  * rng.choice([1, -1, 1j, -1j], 1 << n),
+                  np.where(rng.random(1 << n) < 0.1, 0, 1e300 * (rng.random(1 << n) - 0.5))
+                  .astype(complex)]
+        for backend, exact in (("int8-crt15", True), ("int8-crt-auto", True),
+                               ("int8-crt16", False)):
+            for u in gates:
+                for psi0 in states:
+                    calls.clear()
+                    qubits = tuple(int(q) for q in rng.choice(n, d, replace=False))
+                    sv = StateVector(n, cp)
+                    sv._buf[...] = cp.asarray(psi0)
+                    sv.apply(registry.parse(backend).scheme.prepare(cp.asarray(u)), qubits,
+                             backend=backend, T=0)
+                    assert bool(calls) == exact, (d, backend)
+                    axes = [n - 1 - q for q in reversed(qubits)]
+                    rest = [a for a in range(n) if a not in axes]
+                    b = np.ascontiguousarray(np.transpose(psi0.reshape((2,) * n), axes + rest)
+                                             .reshape(1 << d, -1))
+                    c = zgemm(u, b, backend=backend, T=0)
+                    want = np.transpose(c.reshape((2,) * n), np.argsort(axes + rest)).reshape(-1)
+                    np.testing.assert_array_equal(sv.to_numpy(), want)
 
 
 @pytest.mark.gpu

@@ -28,29 +28,7 @@
 #include "crt_gate.cuh"
 
 __constant__ int a_f[K];
-#include "gate_groups.cuh"
-
-// The group's amplitudes, its ozIMMU exponent e and norm exponent f (ozaki2.norm_exponents);
-// false on NaN/Inf.
-__device__ __forceinline__ bool load_column(const double2* __restrict__ psi, long long base,
-                                            const int (&pos)[6], double2 (&x)[K], int& e, int& f)
-{
-    double mx;
-    const bool finite = load_group(psi, base, pos, x, mx);
-    frexp(mx, &e);
-    double s = 0.0;
-#pragma unroll
-    for (int c = 0; c < K; ++c) {
-        const double qr = ceil(ldexp(fabs(x[c].x), NFRAC - e));  // exact, <= 2**13
-        const double qi = ceil(ldexp(fabs(x[c].y), NFRAC - e));
-        s += qr * qr;  // integers below 2**53: exact in any order
-        s += qi * qi;
-    }
-    int bl;
-    frexp(s, &bl);
-    f = s > 0.0 ? e - NFRAC + (bl + 1) / 2 : 0;
-    return finite;
-}
+#include "crt_column.cuh"
 
 extern "C" __global__ void __launch_bounds__(128)
 crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,

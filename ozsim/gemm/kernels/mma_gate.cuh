@@ -38,13 +38,6 @@
 #include "exact_int.cuh"
 #include "mma_s8.cuh"
 
-// x 2**k, correctly rounded (a multiplication where 2**k is a normal double, else ldexp)
-__device__ __forceinline__ double scale2(double x, int k)
-{
-    return (k >= -1022 && k <= 1023) ? x * __longlong_as_double((long long)(k + 1023) << 52)
-                                     : ldexp(x, k);
-}
-
 // four 8x8 b16 matrices from shared memory: exactly the m16n8k32 s8 B fragments (b0, b1) of two
 // n tiles when each matrix row is 16 bytes of one column of B (PTX ISA, ldmatrix)
 __device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned& r0, unsigned& r1,

@@ -59,6 +59,7 @@ s).
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import cupy as cp
@@ -72,7 +73,7 @@ from .gate_tables import PIECE_BITS as _PIECE_BITS
 from .gate_tables import upload_tables
 from .moduli import LIMB_BITS, NORM_FRAC_BITS, crt_constants
 
-__all__ = ["MAX_QUBITS", "apply"]
+__all__ = ["EXACT_QUBITS", "MAX_QUBITS", "apply", "exact_limb_bounds"]
 
 #: Largest gate of the one-pass kernels (the tensor-core one keeps the CRT sums of 8 entries a
 #: thread: 8 (L + 1) doubles; at d = 5 A's 15 planes are 60 KiB; at d = 6, with tiles of 32
@@ -107,10 +108,16 @@ MAX_SCALAR_QUBITS = 2
 #: residues folded into A: ``crt_gate_mma.cu``, DIGITS), for ``gB <= 62`` (``N <= 16``).
 DIGIT_QUBITS = frozenset({3})
 _DIGITS, _DIGIT_BITS, _DIGIT_MAX_BITS = 8, 8, 62
+#: Largest gate of the exact-product kernel (``kernels/crt_gate_exact.cu``; plans of up to 15
+#: moduli: :func:`exact_applies`).
+EXACT_QUBITS = 3
+#: Bits of the low limb in ``crt_gate_exact.cu`` (its ``-DTBITS``).
+_EXACT_LIMB_BITS = 29
 _KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 _SOURCE = _KERNELS / "crt_gate.cu"
+_EXACT_SOURCE = _KERNELS / "crt_gate_exact.cu"
 _MMA_SOURCE = _KERNELS / "crt_gate_mma.cu"
-_MEMCPY_D2D = 3
+_MEMCPY_H2D, _MEMCPY_D2D = 1, 3
 
 
 def _num_pieces(bits_b: int) -> int:
@@ -165,6 +172,119 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
     return mod
 
 
+def exact_limb_bounds(d: int, bits_a: int, bits_b: int, limb_bits: int = _EXACT_LIMB_BITS
+                      ) -> dict[str, int]:
+    """Bounds on the integers of ``crt_gate_exact.cu`` for a d-qubit gate and kept bits ``gA``,
+    ``gB`` (Python integers; :func:`exact_applies` asks each to fit its type).
+
+    A row of the scaled gate ``A'`` (its ``2 K`` real scalars, ``K = 2**d``) has norm below
+    ``A = 2**gA + 2**8`` (:mod:`ozsim.gemm.ozaki2.scheme`, step 2), a column of the scaled
+    state ``B'`` below ``B = 2**gB + 2**8``. So ``Re a``, ``Im a`` have norms ``<= A`` and ``Re a
+    + Im a`` ``<= sqrt(2) A``; the same for a column. Each vector is cut into high limbs ``h =
+    floor(v / 2**t)`` (``||h|| <= ||v|| / 2**t + sqrt(K)``) and low ones ``l`` in ``[0, 2**t)``
+    (``||l|| < sqrt(K) 2**t``). By Cauchy-Schwarz ``|sum h h'| <= ||h|| ||h'||``, ``|sum (h l' +
+    l h')| <= ||h|| ||l'|| + ||l|| ||h'||`` and ``0 <= sum l l' < K 4**t``; Re is ``S1 - S2``
+    and Im ``S3 - S1 - S2`` (Gauss), so each combined sum is at most the sum of its parts'
+    bounds (every partial sum along the way too: a sum over fewer terms).
+
+    Returns:
+        ``{"limb": ..., "hh": ..., "hl": ..., "ll": ...}``: the largest magnitude of a high limb
+        (an INT32 in the kernel) and of the combined limb sums of Re and Im (INT64).
+    """
+    k = 1 << d
+    rk = math.isqrt(k - 1) + 1  # >= sqrt(K)
+    big_a, big_b = (1 << bits_a) + 256, (1 << bits_b) + 256
+
+    def root2(x):  # >= sqrt(2) x
+        return math.isqrt(2 * x * x) + 1
+
+    def hi(x):  # >= ||h|| for ||v|| <= x
+        return -(-x >> limb_bits) + rk
+
+    lo = rk << limb_bits
+    re_hl = 2 * (hi(big_a) + hi(big_b)) * lo
+    return {"limb": max(root2(big_a), root2(big_b)) // (1 << limb_bits) + 1,
+            "hh": hi(root2(big_a)) * hi(root2(big_b)) + 2 * hi(big_a) * hi(big_b),
+            "hl": (hi(root2(big_a)) + hi(root2(big_b))) * lo + re_hl,
+            "ll": 2 * k << (2 * limb_bits)}
+
+
+def exact_applies(d: int, plan) -> bool:
+    """Whether ``crt_gate_exact.cu`` applies a d-qubit gate under ``plan``: ``d <=``
+    :data:`EXACT_QUBITS` and its integers fit (:func:`exact_limb_bounds`; up to 15 moduli)."""
+    if d > EXACT_QUBITS:
+        return False
+    b = exact_limb_bounds(d, plan.bits_a, plan.bits_b)
+    return b["limb"] < 1 << 31 and max(b["hh"], b["hl"], b["ll"]) < 1 << 63
+
+
+@functools.cache  # (the constant tables are uploaded once per module)
+def _exact_module(d: int, num_moduli: int, rounding: bool, device: int, test: bool = False):
+    const = crt_constants(num_moduli)
+    mod = raw_module(_EXACT_SOURCE, (
+        "-std=c++17", "--device-int128", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
+        f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}",
+        f"-DTBITS={_EXACT_LIMB_BITS}", f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}")
+        + (("-DEXACT_TEST",) if test else ()))
+    upload_tables(mod, num_moduli)
+    pows = [pow(2, LIMB_BITS * c, p) for p in const.moduli for c in range(1, const.num_limbs)]
+    for name, host in (("crt_q", const.weights), ("crt_pow", pows or [0])):
+        host = np.ascontiguousarray(host, dtype=np.int32)
+        cp.cuda.runtime.memcpy(mod.get_global(name).ptr, host.ctypes.data, host.nbytes,
+                               _MEMCPY_H2D)
+    return mod
+
+
+def exact_limbs(prep, plan):
+    """The gate's scaled integers ``A' = rnd(ldexp(A, gA - fA))`` (as the residues take them)
+    in ``crt_gate_exact.cu``'s limbs: ``(3, K, K, 2)`` int32, ``[Re A', Im A', Re A' + Im A']``
+    by ``[high, low]``, cached on ``prep`` per plan."""
+    cache = prep.__dict__.setdefault("_exact_limbs", {})
+    key = (plan.bits_a, plan.rounding)
+    limbs = cache.get(key)
+    if limbs is None:
+        shift = (plan.bits_a - cp.asarray(prep.norm_exponents, dtype=cp.int32))[:, None]
+        rnd = cp.rint if plan.rounding else cp.trunc
+
+        def scaled(x):  # exact: a power-of-two scaling, then the scheme's one rounding
+            return rnd(cp.ldexp(cp.ascontiguousarray(x, dtype=cp.float64), shift)).astype(cp.int64)
+
+        ar, ai = scaled(prep.matrix.real), scaled(prep.matrix.imag)
+        v = cp.stack([ar, ai, ar + ai])
+        limbs = cache[key] = cp.ascontiguousarray(cp.stack(
+            [v >> _EXACT_LIMB_BITS, v & ((1 << _EXACT_LIMB_BITS) - 1)], axis=-1).astype(cp.int32))
+    return limbs
+
+
+def _apply_exact(psi, prep, positions, plan, groups, flag):
+    mod = _exact_module(len(positions), plan.num_moduli, plan.rounding, cp.cuda.Device().id)
+    limbs = exact_limbs(prep, plan)
+    fa = cp.ascontiguousarray(prep.norm_exponents, dtype=cp.int32)
+    stream = cp.cuda.get_current_stream().ptr
+    for name, src in (("a_limbs", limbs), ("a_f", fa)):
+        cp.cuda.runtime.memcpyAsync(mod.get_global(name).ptr, src.data.ptr, src.nbytes,
+                                    _MEMCPY_D2D, stream)
+    mod.get_function("crt_gate_exact")(
+        (int(-(-groups // 128)),), (128,),
+        (psi, np.int64(groups), *_positions(positions), np.int32(plan.bits_b),
+         np.int32(plan.bits_a + plan.bits_b), flag))
+
+
+def exact_values(values, num_moduli: int, force_residues: bool = False) -> np.ndarray:
+    """``crt_gate_exact.cu``'s rounding of integers ``|C'| < P/2`` (Python ints) to float64, by
+    its digits (the residues only at a tie) or, with ``force_residues``, always by the residues
+    (for the tests)."""
+    mod = _exact_module(1, num_moduli, True, cp.cuda.Device().id, test=True)
+    mask = (1 << 64) - 1
+    hi = cp.asarray(np.array([v >> 64 for v in values], dtype=np.int64))
+    lo = cp.asarray(np.array([v & mask for v in values], dtype=np.uint64))
+    out = cp.empty(len(values), dtype=cp.float64)
+    mod.get_function("exact_value_test")(
+        (-(-len(values) // 128),), (128,), (hi, lo, np.int32(len(values)),
+                                           np.int32(force_residues), out))
+    return out.get()
+
+
 def _positions(positions) -> list[np.int32]:
     return [np.int32(p) for p in positions] + [np.int32(0)] * (6 - len(positions))
 
@@ -194,7 +314,9 @@ def apply(psi, prep, positions, plan, check_finite: bool = True) -> None:
                   smem_planes if d in _PAIRED_QUBITS else None, threads)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
-    if d > MAX_SCALAR_QUBITS:
+    if exact_applies(d, plan):
+        _apply_exact(psi, prep, positions, plan, groups, flag)
+    elif d > MAX_SCALAR_QUBITS:
         _apply_mma(mod, psi, prep, positions, plan, groups, flag, threads, smem_planes)
     else:
         _apply_scalar(mod, psi, prep, positions, plan, groups, flag)

@@ -1,0 +1,198 @@
+// One-pass gate by Ozaki scheme II (int8-crt{N}, int8-crt-auto) for gates of d <= 3 qubits and
+// plans of gA, gB <= 59 (N <= 15 moduli), by exact integer products: psi <- U psi, the same bits
+// as ozsim.gemm.ozaki2.scheme.int8_crt_zgemm.
+//
+// Scheme II forms the exact integer product C' = A' B' of the scaled operands (its residues
+// determine C', |C'| < P/2) and rounds C' once (crt_value: balanced base-2**LBITS digits summed
+// from the lowest up). The residues are a way to make C' from INT8 products; where the inner
+// dimension is small they are most of the work (N residues a scalar, N products and 2 L CRT
+// multiply-adds an entry). Here each entry of C' is made directly: a sum of 2 * 2**d products
+// of integers below 2**60, in 64-bit integer arithmetic, and rounded as crt_value rounds it.
+// Per amplitude group, in registers:
+//   1. the column's norm exponent f and each scalar's integer v = rnd(ldexp(x, gB - f)) (rint,
+//      or trunc without ROUND) as an INT64 (crt_gate.cu's steps 1 and 2), and Re v + Im v;
+//   2. Gauss's three real products per gate entry (Re = S1 - S2, Im = S3 - S1 - S2 with S1 =
+//      sum ar br, S2 = sum ai bi, S3 = sum (ar + ai)(br + bi)), each integer cut into a high
+//      limb h = floor(v / 2**TBITS) (|h| < 2**31) and a low one l in [0, 2**TBITS), and each
+//      product summed as three INT64 limb sums, hh = sum h h', hl = sum (h l' + l h'), ll = sum
+//      l l' (one 32 x 32 -> 64-bit multiply-add each): every sum and the differences that make
+//      Re and Im stay below 2**63 (the bound in ozsim.gemm.ozaki2.onepass.exact_limb_bounds,
+//      by Cauchy-Schwarz on the rows' and columns' norms, ||a'|| < 2**gA + 2**8);
+//   3. C' = hh 2**(2 TBITS) + hl 2**TBITS + ll as a 128-bit integer, its balanced digits (the
+//      low LBITS bits sign-extended, in [-2**(LBITS-1), 2**(LBITS-1))), converted exactly and
+//      summed from the lowest up as crt_value sums them: where no digit below the top one is
+//      -2**(LBITS-1), the balanced digits are unique and crt_value's (its carries make them
+//      balanced too), so the same sum and the same bits. Where one is (a tie, which crt_value
+//      may resolve either way, by the digit sums it came from), the entry takes crt_value's
+//      own path: its residues u_p = q_p C' mod p, the digit sums and crt_finish (rare: a
+//      digit's low bits exactly 2**(LBITS-1));
+//   4. ldexp by fA[row] + f - (gA + gB), written back in place.
+// NaN or Inf in a group sets *flag (the caller raises NonFiniteError) and leaves it as it was.
+//
+// Options: -DGATE_QUBITS=d -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 -DTBITS=<low limb bits>
+// and the scheme's constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli); -DEXACT_TEST adds
+// exact_value_test (the rounding of given C' values, for the tests).
+
+#include "crt_gate.cuh"
+
+#if !Q_FROM_LIMBS
+#error "crt_gate_exact.cu's tie path takes crt_finish's quotient from the digit sums"
+#endif
+#if NLIMB > 3
+#error "crt_gate_exact.cu takes P of at most 3 digits (gA + gB <= 118: up to 15 moduli)"
+#endif
+#ifndef TBITS
+#define TBITS 29
+#endif
+
+// A' of the gate, [product][row][k][high, low] limbs of Re A', Im A', Re A' + Im A'
+__constant__ int a_limbs[3 * K * K * 2];
+__constant__ int a_f[K];
+// per modulus: q_p = (P / p)**-1 mod p (the CRT weight), and 2**(LBITS c) mod p, c = 1..L-1
+__constant__ int crt_q[NMOD], crt_pow[NMOD * (NLIMB > 1 ? NLIMB - 1 : 1)];
+#include "crt_column.cuh"
+
+typedef __int128 i128;
+
+// crt_value's sum of the digits of C' (NLIMB <= 3 of them, the lower ones balanced; d1, d2 zero
+// past NLIMB) by way of u_p = q_p C' mod p in [0, p) and the digit sums of the CRT, as the
+// residue kernels make them (crt_gate.cu): the tie path of exact_value
+__device__ __noinline__ double value_from_residues(long long d0, long long d1, long long d2)
+{
+    const long long dig[3] = {d0, d1, d2};
+    double dd[NLIMB];
+#pragma unroll
+    for (int c = 0; c < NLIMB; ++c) dd[c] = 0.0;
+    for (int l = 0; l < NMOD; ++l) {
+        const long long p = (long long)mod_p[l];
+        long long r = ((dig[0] % p) + p) % p;
+#pragma unroll
+        for (int c = 1; c < NLIMB; ++c)
+            r = (r + (((dig[c] % p) + p) % p) * crt_pow[l * (NLIMB - 1) + c - 1]) % p;
+        const double u = (double)((r * crt_q[l]) % p);
+#pragma unroll
+        for (int c = 0; c < NLIMB; ++c) dd[c] = fma(u, crt_m[l * NLIMB + c], dd[c]);  // exact
+    }
+    return crt_finish(0.0, dd);
+}
+
+// The digit offsets: sum_c 2**(LBITS c + LBITS - 1) over the balanced digits c < NLIMB - 1
+__device__ __forceinline__ i128 digit_bias()
+{
+    i128 b = 0;
+#pragma unroll
+    for (int c = 0; c + 1 < NLIMB; ++c) b += (i128)1 << (LBITS * c + LBITS - 1);
+    return b;
+}
+
+// C' rounded to FP64 as crt_value rounds it (|C'| < P/2): with E = C' + digit_bias(), the
+// balanced digits are d_c = bits [LBITS c, LBITS (c + 1)) of E less 2**(LBITS - 1) for c < L - 1
+// (a tie, d_c = -2**(LBITS - 1), where those bits are zero), the top one E >> (LBITS (L - 1));
+// each made a double exactly from its bits (the 2**52 trick), then crt_value's sum
+__device__ __forceinline__ double exact_value(i128 c, bool force_residues = false)
+{
+    const i128 e = c + digit_bias();
+    double v = 0.0;
+    bool tie = false;
+    long long dig[3] = {0, 0, 0};
+#pragma unroll
+    for (int i = 0; i + 1 < NLIMB; ++i) {
+        const unsigned long long bits = (unsigned long long)(e >> (LBITS * i)) &
+                                        ((1ull << LBITS) - 1);
+        tie |= bits == 0;
+        dig[i] = (long long)bits - (1LL << (LBITS - 1));
+        const double di = __hiloint2double(0x43300000 | (int)(bits >> 32), (int)bits) -
+                          (0x1p52 + (double)(1LL << (LBITS - 1)));  // exact
+        v = i ? di * pow2(LBITS * i) + v : di;  // as crt_value
+    }
+    dig[NLIMB - 1] = (long long)(e >> (LBITS * (NLIMB - 1)));  // |top| < 2**51
+    const double top = __longlong_as_double(0x4338000000000000LL + dig[NLIMB - 1]) -
+                       6755399441055744.0;  // 1.5 * 2**52: exact
+    v = NLIMB > 1 ? top * pow2(LBITS * (NLIMB - 1)) + v : top;
+    if (tie || force_residues) return value_from_residues(dig[0], dig[1], dig[2]);
+    return v;
+}
+
+struct Limbs {
+    int h, l;
+};
+__device__ __forceinline__ Limbs limbs(long long v)
+{
+    return Limbs{(int)(v >> TBITS), (int)(v & ((1LL << TBITS) - 1))};
+}
+
+// The three limb sums of one real product
+struct Sums {
+    long long hh, hl, ll;
+};
+// acc + a b for INT32 a, b (mad.wide.s32: one IMAD.WIDE)
+__device__ __forceinline__ long long mad_wide(int a, int b, long long acc)
+{
+    long long d;
+    asm("mad.wide.s32 %0, %1, %2, %3;" : "=l"(d) : "r"(a), "r"(b), "l"(acc));
+    return d;
+}
+__device__ __forceinline__ void mac(Sums& s, int ah, int al, const Limbs& b)
+{
+    s.hh = mad_wide(ah, b.h, s.hh);
+    s.hl = mad_wide(ah, b.l, s.hl);
+    s.hl = mad_wide(al, b.h, s.hl);
+    s.ll = mad_wide(al, b.l, s.ll);
+}
+__device__ __forceinline__ i128 join(long long hh, long long hl, long long ll)
+{
+    return ((i128)hh << (2 * TBITS)) + ((i128)hl << TBITS) + ll;
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+crt_gate_exact(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
+               int p5, int gb, int gsum, int* __restrict__ flag)
+{
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};  // bit j of the gate index at pos[j]
+    const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= groups) return;
+    int sorted[D];
+    sort_positions(pos, sorted);
+    const long long base = group_base(g, sorted);
+    double2 x[K];
+    int e, f;
+    if (!load_column(psi, base, pos, x, e, f)) { atomicOr(flag, 1); return; }
+    Limbs br[K], bi[K], bs[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const double yr = scale2_up(x[k].x, gb - f), yi = scale2_up(x[k].y, gb - f);
+        const long long vr = ROUND ? __double2ll_rn(yr) : __double2ll_rz(yr);
+        const long long vi = ROUND ? __double2ll_rn(yi) : __double2ll_rz(yi);
+        br[k] = limbs(vr);
+        bi[k] = limbs(vi);
+        bs[k] = limbs(vr + vi);
+    }
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+        Sums s1{0, 0, 0}, s2{0, 0, 0}, s3{0, 0, 0};
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int* a = a_limbs + 2 * (r * K + k);
+            mac(s1, a[0], a[1], br[k]);
+            mac(s2, a[2 * K * K], a[2 * K * K + 1], bi[k]);
+            mac(s3, a[4 * K * K], a[4 * K * K + 1], bs[k]);
+        }
+        const i128 re = join(s1.hh - s2.hh, s1.hl - s2.hl, s1.ll - s2.ll);
+        const i128 im = join(s3.hh - s1.hh - s2.hh, s3.hl - s1.hl - s2.hl, s3.ll - s1.ll - s2.ll);
+        const int sh = a_f[r] + f - gsum;
+        psi[base + member_offset(r, pos)] =
+            make_double2(scale2(exact_value(re), sh), scale2(exact_value(im), sh));
+    }
+}
+
+#ifdef EXACT_TEST
+// out[i] = exact_value(C'_i) for C'_i = hi[i] 2**64 + lo[i] (lo unsigned), by the digits
+// (force = 0: the tie path only at ties) or always by the residues (force = 1)
+extern "C" __global__ void exact_value_test(const long long* __restrict__ hi,
+                                            const unsigned long long* __restrict__ lo, int n,
+                                            int force, double* __restrict__ out)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = exact_value(((i128)hi[i] << 64) + (i128)lo[i], force != 0);
+}
+#endif
