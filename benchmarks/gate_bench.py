@@ -13,11 +13,11 @@ device-to-device copy of the state)? Rows, all in one run on one device:
 * ``custatevec``: ``custatevecApplyMatrix`` (FP64, complex128) when ``CUSTATEVEC_LIB`` names a
   ``libcustatevec.so.1`` (the custatevec-cu13 wheel's; libcublas is loaded first).
 
-A gate is applied as a :class:`~ozsim.Simulator` applies it: the INT8 schemes pad 1- and
-2-qubit gates to ``I (x) U`` on 3 qubits (``pad_gates``; the extra targets are the
-lowest-numbered other qubits, :func:`ozsim.statevector.pad_gate`), so their d = 1, 2 cells are a
-3-qubit kernel's time, marked ``*`` in the table (``applied_qubits`` in the JSON);
-``--unpadded`` times the d-qubit kernels themselves.
+A gate is applied as a :class:`~ozsim.Simulator` applies it: scheme I (and scheme II with 16
+or more moduli) pads 1- and 2-qubit gates to ``I (x) U`` on 3 qubits (``pad_gates``; the extra
+targets are the lowest-numbered other qubits, :func:`ozsim.statevector.pad_gate`), so those d =
+1, 2 cells are a 3-qubit kernel's time, marked ``*`` in the table (``applied_qubits`` in the
+JSON); ``--unpadded`` times the d-qubit kernels themselves.
 
 The targets cycle through four random sets per d (seeded), so the GEMM paths pay the
 permutations a real circuit makes them pay; ``--targets low`` / ``high`` puts them on the d

@@ -423,7 +423,8 @@ def pad_gate(matrix, qubits: tuple[int, ...], backend: str, num_qubits: int,
         choice depends on the backend, d and N alone.
     """
     d = len(qubits)
-    target = min(registry.parse(backend, precision).scheme.pad_gates.get(d, d), num_qubits - 1)
+    parsed = registry.parse(backend, precision)
+    target = min(parsed.scheme.padded(parsed.count, d), num_qubits - 1)
     if d == 0 or d >= target:
         return matrix, tuple(qubits)
     partners = tuple(q for q in range(num_qubits) if q not in qubits)[: target - d]

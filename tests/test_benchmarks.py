@@ -25,8 +25,9 @@ def test_gate_bench_cpu_mode_writes_its_table_and_json(tmp_path):
         assert set(r) == {"device", "N", "d", "method", "seconds", "floor_s", "x_floor",
                           "applied_qubits"}
         assert r["seconds"] > 0 and r["x_floor"] > 0 and r["N"] == 8
-        # the INT8 schemes' 1- and 2-qubit gates as a Simulator applies them: on 3 qubits
-        assert r["applied_qubits"] == (3 if "int8" in r["method"] else r["d"])
+        # 1- and 2-qubit gates as a Simulator applies them: scheme I's on 3 qubits, scheme
+        # II's (up to 15 moduli) and native ones as they are
+        assert r["applied_qubits"] == (3 if r["method"] == "int8-auto:T=1" else r["d"])
     assert "* applied as I (x) U on more qubits" in res.stdout
 
 

@@ -606,3 +606,55 @@ def test_split_offsets_give_the_symmetric_residue_byte(n):
 def _symmetric(x: int, p: int) -> int:
     """x mod p in [-(p // 2), (p - 1) // 2]."""
     return (x + p // 2) % p - p // 2
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_exact_gate_limb_sums_stay_within_their_bounds(d):
+    """crt_gate_exact.cu's limb sums (Gauss's S1 = Re a . Re b, S2 = Im a . Im b, S3 = (Re a +
+    Im a) . (Re b + Im b), each as hh, hl, ll over 29-bit limbs; Re = S1 - S2, Im = S3 - S1 - S2)
+    on the largest rows and columns the scaling allows (every scalar equal in magnitude, signs
+    aligned; norms 2**g + 2**8) stay within exact_limb_bounds, which stay within INT64 (high limbs
+    INT32) up to 15 moduli, and make the exact product; 16 moduli are refused."""
+    from ozsim.gemm.ozaki2.exact_gate import (EXACT_LIMB_BITS, exact_applies,
+                                              exact_limb_bounds)
+
+    t, k = EXACT_LIMB_BITS, 1 << d
+    assert exact_applies(d, fixed_plan(15)) and not exact_applies(d, fixed_plan(16))
+    assert not exact_applies(4, fixed_plan(2))
+    rng = np.random.default_rng(d)
+    for n in (14, 15):
+        plan = fixed_plan(n)
+        bound = exact_limb_bounds(d, plan.bits_a, plan.bits_b)
+        assert bound["limb"] < 2**31 and max(bound["hh"], bound["hl"], bound["ll"]) < 2**63
+        for trial in range(20):
+            def vector(bits):  # 2k scalars of norm <= 2**bits + 2**8: equal or random
+                # magnitudes, signs alike or random, low limbs all ones or as they come
+                w = np.ones(2 * k) if trial < 8 else rng.random(2 * k) + 0.1
+                w = w / np.linalg.norm(w) * ((1 << bits) + 256) * (1 - 2.0**-20)
+                sign = 1 if trial % 2 else -1
+                v = [int(x) * (sign if trial % 4 < 2 else int(rng.choice([1, -1]))) for x in w]
+                if trial % 8 >= 4:
+                    v = [((x >> t) << t) | ((1 << t) - 1) for x in v]
+                return v[:k], v[k:]
+
+            (ar, ai), (br, bi) = vector(plan.bits_a), vector(plan.bits_b)
+
+            def sums(x, y):
+                h = [(a >> t, a & ((1 << t) - 1)) for a in x]
+                g = [(b >> t, b & ((1 << t) - 1)) for b in y]
+                assert max(abs(p[0]) for p in h + g) <= bound["limb"]
+                return (sum(p[0] * q[0] for p, q in zip(h, g)),
+                        sum(p[0] * q[1] + p[1] * q[0] for p, q in zip(h, g)),
+                        sum(p[1] * q[1] for p, q in zip(h, g)))
+
+            s1, s2 = sums(ar, br), sums(ai, bi)
+            s3 = sums([a + b for a, b in zip(ar, ai)], [a + b for a, b in zip(br, bi)])
+            re = [u - v for u, v in zip(s1, s2)]
+            im = [w - u - v for u, v, w in zip(s1, s2, s3)]
+            for part in (s1, s2, s3, re, im):  # (every partial sum: a sum over fewer terms)
+                for name, x in zip(("hh", "hl", "ll"), part):
+                    assert abs(x) <= bound[name], (n, trial, name)
+            exact_re = sum(a * b for a, b in zip(ar, br)) - sum(a * b for a, b in zip(ai, bi))
+            exact_im = sum(a * b for a, b in zip(ar, bi)) + sum(a * b for a, b in zip(ai, br))
+            assert (re[0] << 2 * t) + (re[1] << t) + re[2] == exact_re
+            assert (im[0] << 2 * t) + (im[1] << t) + im[2] == exact_im

@@ -243,11 +243,17 @@ def test_pad_gate_kron_with_identity_on_the_lowest_other_qubits():
     from ozsim.statevector import pad_gate
 
     u = unitary_group.rvs(2, random_state=3)
-    m, q = pad_gate(u, (2,), "int8-crt-auto", 5)
+    m, q = pad_gate(u, (2,), "int8-auto", 5)
     assert q == (2, 0, 1) and np.array_equal(m, np.kron(np.eye(4), u))
     m2, q2 = pad_gate(np.kron(u, u), (0, 4), "int8x9", 5)
     assert q2 == (0, 4, 1) and m2.shape == (8, 8)
-    for backend, n in (("zgemm", 5), ("int8-crt-auto", 2), ("int8-auto", 3)):
+    # scheme II: padded only for 16 or more moduli (the exact-product kernel takes up to 15)
+    assert pad_gate(u, (2,), "int8-crt16", 5)[1] == (2, 0, 1)
+    assert pad_gate(np.kron(u, u), (3, 1), "int8-crt20", 5)[1] == (3, 1, 0)
+    for backend in ("int8-crt-auto", "int8-crt15", "int8-crt2"):
+        m4, q4 = pad_gate(np.kron(u, u), (3, 1), backend, 5)
+        assert q4 == (3, 1) and m4.shape == (4, 4)
+    for backend, n in (("zgemm", 5), ("int8-crt20", 2), ("int8-auto", 3)):
         m3, q3 = pad_gate(np.kron(u, u), (0, 1), backend, n)  # native / too few qubits
         assert q3 == (0, 1) and m3.shape == (4, 4)
     g5 = unitary_group.rvs(32, random_state=4)  # 5- and 6-qubit gates as they are (one pass)
@@ -259,11 +265,14 @@ def test_pad_gate_kron_with_identity_on_the_lowest_other_qubits():
     assert pad_gate(g6, tuple(range(6)), "int8-crt-auto", 12)[0].shape == (64, 64)
 
 
-@pytest.mark.parametrize("backend,T", [("int8-crt-auto", 0.0), ("int8-auto", 1.0)])
-def test_simulator_applies_small_int8_gates_as_three_qubit_ones(backend, T):
+@pytest.mark.parametrize("backend,T,padded", [("int8-crt-auto", 0.0, False),
+                                              ("int8-crt16", 0.0, True),
+                                              ("int8-auto", 1.0, True)])
+def test_simulator_applies_small_int8_gates_as_three_qubit_ones(backend, T, padded):
     """Lone 1- and 2-qubit gates through the INT8 schemes: the bits of kron(I, U) applied on the
-    padded qubits (what the GPU's 3-qubit tensor-core kernels compute too), and Qiskit's
-    state to FP64 accuracy."""
+    padded qubits (what the GPU's 3-qubit tensor-core kernels compute too), or of the gate itself
+    where the scheme takes it as it is (scheme II up to 15 moduli), and Qiskit's state to FP64
+    accuracy."""
     rng = np.random.default_rng(21)
     gates = [(unitary_group.rvs(2, random_state=rng), (3,)),
              (unitary_group.rvs(4, random_state=rng), (0, 4)),
@@ -280,7 +289,7 @@ def test_simulator_applies_small_int8_gates_as_three_qubit_ones(backend, T):
 
     for u, qs in gates:
         m, q = pad_gate(u, qs, backend, 5)
-        assert len(q) == 3
+        assert len(q) == (3 if padded else len(qs))
         sv.apply(*sv.aligned(m, q), backend=backend, T=T)
     np.testing.assert_array_equal(res.statevector, sv.to_numpy())
     ref = Statevector.from_instruction(qc).data

@@ -40,6 +40,7 @@ from .ozaki1 import MAX_SPLITS, MIN_SPLITS
 from .ozaki1 import backend as ozaki1_backend
 from .ozaki2 import MAX_MODULI, MIN_MODULI
 from .ozaki2 import backend as ozaki2_backend
+from .ozaki2.exact_gate import padded_qubits
 
 __all__ = ["PRECISIONS", "SCHEMES", "SINGLE_SCHEMES", "Backend", "BackendName", "Scheme",
            "all_names", "cost_model", "help_text", "parse"]
@@ -111,12 +112,14 @@ class Scheme:
         one_pass_check: ``one_pass_check(d) -> bool``, consulted on a GPU for the d
             ``one_pass_qubits`` allows: whether this device's kernel takes d (a kernel that
             needs a newer tensor-core shape; absent: every d allowed).
-        pad_gates: ``{d: d'}``: a simulator applies a d-qubit gate as ``I (x) U`` on ``d'``
-            qubits (:func:`ozsim.statevector.pad_gate`), on every device alike (so CPU and GPU
-            give the same bits). The INT8 schemes' tensor-core one-pass kernels start at 3
-            qubits and beat their CUDA-core kernels at 1 and 2; scheme II's fused products
-            kernel computes tiles of 128 rows, so a 32- or 64-row gate wastes most of each tile
-            and a block-diagonal 128-row one costs less (``benchmarks/RESULTS.md``, section 2).
+        pad_gates: ``{d: d'}``, or a function ``(count, d) -> d'`` of the backend's count
+            (``None`` for an auto backend): a simulator applies a d-qubit gate as ``I (x) U``
+            on ``d'`` qubits (:func:`ozsim.statevector.pad_gate`, through :meth:`padded`), on
+            every device alike (so CPU and GPU give the same bits). Scheme I's tensor-core
+            one-pass kernels start at 3 qubits and beat its CUDA-core kernels at 1 and 2;
+            scheme II's exact-product kernel takes 1- and 2-qubit gates as they are up to 15
+            moduli (:func:`ozsim.gemm.ozaki2.exact_gate.padded_qubits`;
+            ``benchmarks/RESULTS.md``, section 2).
     """
 
     key: str
@@ -131,7 +134,14 @@ class Scheme:
     one_pass_qubits: Mapping[str, int] = field(default_factory=dict)
     apply_one_pass: Callable | None = field(default=None, repr=False)
     one_pass_check: Callable[[int], bool] | None = field(default=None, repr=False)
-    pad_gates: Mapping[int, int] = field(default_factory=dict)
+    pad_gates: Mapping[int, int] | Callable[[int | None, int], int] = field(default_factory=dict)
+
+    def padded(self, count: int | None, d: int) -> int:
+        """The qubits a d-qubit gate is applied on (:attr:`pad_gates`; ``count``: the backend's
+        number of slices or moduli, ``None`` for an auto backend)."""
+        if callable(self.pad_gates):
+            return self.pad_gates(count, d)
+        return self.pad_gates.get(d, d)
 
     def one_pass(self, device: str, d: int) -> bool:
         """Whether a d-qubit gate on ``device`` runs through the one-pass kernel."""
@@ -173,9 +183,11 @@ class Scheme:
 # 3.86, 4.24, 5.22, 6.16 at d = 3..6 against 3.96, 4.54, 5.61, 6.77 in the same kind of run
 # (the column scaled by those ratios: 3.6, 3.75, 4.55, 5.2; the H100 measured 2.65, 2.86, 3.62,
 # 4.17 of its floor); with B's residues by residue_byte 3.82, 4.18, 5.05, 5.99 (the column: 3.55,
-# 3.7, 4.4, 5.05), then d = 5 with paired A fragments 4.77 (4.15). Both
-# apply 1- and 2-qubit gates as 3-qubit ones (pad_gates: their CUDA-core kernels took 3.1 / 4.8
-# and 16.5 / 6.5 there), so d = 1, 2 cost what d = 3 does.
+# 3.7, 4.4, 5.05), then d = 5 with paired A fragments 4.77 (4.15). Scheme I applies 1- and
+# 2-qubit gates as 3-qubit ones (pad_gates: its CUDA-core kernels took 3.1 / 4.8 and 16.5 / 6.5
+# there), so d = 1, 2 cost what d = 3 does; scheme II takes d <= 3 by exact integer products
+# (crt_gate_exact.cu, up to 15 moduli): 1.58, 1.87, 2.92 on an H200 against 3.76 for the
+# padded or 3-qubit tensor-core gate (the column scaled by those ratios: 1.5, 1.75, 2.75).
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native",
@@ -226,7 +238,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=6,
-                                one_pass_passes=(3.55, 3.55, 3.55, 3.7, 4.15, 5.05))},
+                                one_pass_passes=(1.5, 1.75, 2.75, 3.7, 4.15, 5.05))},
         accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
                  "T = 0: norm-wise error bound no larger than FP64's",
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",
@@ -234,7 +246,7 @@ SCHEMES: tuple[Scheme, ...] = (
         prepare=ozaki2_backend.prepare,
         one_pass_qubits={"gpu": 6},
         apply_one_pass=ozaki2_backend.apply_one_pass,
-        pad_gates={1: 3, 2: 3},
+        pad_gates=padded_qubits,
     ),
     # The FP16 and correctly rounded schemes' costs are estimates, not measurements: FP16 products
     # cost what scheme I's do on the CPU (the same FP64 BLAS on slice values, ~1.3x fewer slices:

@@ -144,7 +144,14 @@ __device__ __forceinline__ i128 join(long long hh, long long hl, long long ll)
     return ((i128)hh << (2 * TBITS)) + ((i128)hl << TBITS) + ll;
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+#ifndef THREADS
+#define THREADS 128
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 crt_gate_exact(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3, int p4,
                int p5, int gb, int gsum, int* __restrict__ flag)
 {
@@ -180,8 +187,16 @@ crt_gate_exact(double2* __restrict__ psi, long long groups, int p0, int p1, int 
         const i128 re = join(s1.hh - s2.hh, s1.hl - s2.hl, s1.ll - s2.ll);
         const i128 im = join(s3.hh - s1.hh - s2.hh, s3.hl - s1.hl - s2.hl, s3.ll - s1.ll - s2.ll);
         const int sh = a_f[r] + f - gsum;
-        psi[base + member_offset(r, pos)] =
-            make_double2(scale2(exact_value(re), sh), scale2(exact_value(im), sh));
+        double vre = exact_value(re), vim = exact_value(im);
+        if (sh >= -1022 && sh <= 1023) {  // one power of two for both parts (scale2)
+            const double m = __longlong_as_double((long long)(sh + 1023) << 52);
+            vre *= m;
+            vim *= m;
+        } else {
+            vre = ldexp(vre, sh);
+            vim = ldexp(vim, sh);
+        }
+        psi[base + member_offset(r, pos)] = make_double2(vre, vim);
     }
 }
 

@@ -10,23 +10,39 @@ the result in place (algorithm and exactness argument: ``ozsim/gemm/kernels/crt_
 one read and one write of the state, ``int8-crt-auto`` included (its number of moduli depends on
 the gate alone: :func:`ozsim.gemm.ozaki2.choose_plan`). Same bits as the CPU path.
 
-Two kernels:
+Three kernels:
 
-- ``d <= 2``: ``kernels/crt_gate.cu``, one thread per amplitude group on the CUDA cores. Cost per
+- ``d <= 3`` with up to 15 moduli (:func:`ozsim.gemm.ozaki2.exact_gate.exact_applies`):
+  ``kernels/crt_gate_exact.cu``, one thread per amplitude group on the CUDA cores, no residues
+  at all. The scheme's integer product ``C' = A' B'`` is exact, and at ``k = 2**d <= 8`` each
+  entry is a sum of ``2 k`` products of integers below ``2**60``: the kernel forms it in 64-bit
+  integer arithmetic (Gauss's three real products, 29-bit limbs, ``12 k`` 32 x 32 -> 64-bit
+  multiply-adds an amplitude; the sums' bounds: :func:`~ozsim.gemm.ozaki2.exact_gate.
+  exact_limb_bounds`) and rounds it as the CRT reconstruction does (balanced base-``2**40``
+  digits summed from the lowest up; at a tie between two balanced forms, from the residues
+  ``q_p C' mod p`` and the CRT's own digit sums). Same bits. H200, N = 30, 15 moduli: 1.58x,
+  1.87x, 2.92x the copy floor at d = 1, 2, 3, against 21.5x, 7.3x (the CUDA-core residue kernel
+  below) and 3.76x (the tensor-core one, which 1- and 2-qubit gates were padded to before);
+  Nsight Compute at d = 1: integer (ALU) pipe 69% busy, issue slots 68%, 8.4 warp instructions
+  an amplitude where the copy floor leaves time for 7.9. At d = 4 its ``192`` multiply-adds an
+  amplitude would cost more than the tensor-core kernel.
+- ``d <= 2`` with 16 or more moduli: ``kernels/crt_gate.cu``, one thread per amplitude group on
+  the CUDA cores (a simulator pads such gates to 3 qubits: the registry's ``pad_gates``). Cost per
   amplitude with N moduli and L digits of P: about ``2 N (NPIECE + 3 + 2 * 2**d)`` FP32 operations
   (residues and products) and ``2 N L`` FP64 multiply-adds (the CRT sums' digits; the quotient
   comes from them, ``crt_gate.cuh``, Q_FROM_LIMBS); the FP64 part is the larger one on an H100.
-- ``d = 3..6``: ``kernels/crt_gate_mma.cu`` on the INT8 tensor cores (``mma.sync`` m16n8k32), one
-  block of 16 warps an SM (:data:`_MMA_THREADS`) per tile of 256 (``d = 3``), 128 (``d = 4``),
-  64 (``d = 5``) or 32 (``d = 6``) amplitude groups (four members a thread in the split:
-  :data:`_SPLIT_MEMBERS`), its warps in groups that run their phases apart (``group_sync.cuh``),
-  A's residues as ready-made fragments in shared memory (made once per gate and plan; at ``d =
-  5, 6`` paired, :func:`ozsim.gemm._mma_gate.paired_fragments`: at 6 12 KiB a modulus instead
-  of 16, as many moduli in shared memory as fit beside B's residues, 12 of 15 on an H100 or
-  H200, the others read from global memory: :data:`_PAIRED_QUBITS`), one INT8 product per
-  modulus, the CRT sums in FP64 (``2 L`` multiply-adds an amplitude and modulus, each residue
-  entering as ``256 + u`` made by integer arithmetic, not the conversion unit; the quotient from
-  the digit sums: ``crt_gate.cuh``, CRT_CVT and Q_FROM_LIMBS; the larger part of the work).
+- ``d = 3..6`` (``d = 3`` with 16 or more moduli): ``kernels/crt_gate_mma.cu`` on the INT8 tensor
+  cores (``mma.sync`` m16n8k32), one block of 16 warps an SM (:data:`_MMA_THREADS`) per tile of
+  256 (``d = 3``), 128 (``d = 4``), 64 (``d = 5``) or 32 (``d = 6``) amplitude groups (four
+  members a thread in the split: :data:`_SPLIT_MEMBERS`), its warps in groups that run their
+  phases apart (``group_sync.cuh``), A's residues as ready-made fragments in shared memory (made
+  once per gate and plan; at ``d = 5, 6`` paired, :func:`ozsim.gemm._mma_gate.paired_fragments`:
+  at 6 12 KiB a modulus instead of 16, as many moduli in shared memory as fit beside B's residues,
+  12 of 15 on an H100 or H200, the others read from global memory: :data:`_PAIRED_QUBITS`), one
+  INT8 product per modulus, the CRT sums in FP64 (``2 L`` multiply-adds an amplitude and modulus,
+  each residue entering as ``256 + u`` made by integer arithmetic, not the conversion unit; the
+  quotient from the digit sums: ``crt_gate.cuh``, CRT_CVT and Q_FROM_LIMBS; the larger part of the
+  work).
   B enters the products in one of two forms:
 
   - ``d = 4..6`` (and ``N > 16``): B's residues of every modulus, ``N`` INT8 planes. For ``N <=
@@ -40,11 +56,12 @@ Two kernels:
     every modulus (a conversion to INT64 and two logic operations a scalar), and A's embedding
     column ``kk`` widened to ``8`` columns ``A[:, kk] 2**(8 i) mod p``: the products compute
     ``sum_i A 2**(8 i) b_i = A v`` mod p, 4 times the INT8 operations (``512 N`` an amplitude;
-    the residue form pads its inner dimension 16 to 32) for no residue arithmetic on B at all. At ``d = 4`` this form needs 8 KiB of A a
-    modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
+    the residue form pads its inner dimension 16 to 32) for no residue arithmetic on B at all.
+    At ``d = 4`` this form needs 8 KiB of A a modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
     the copy floor against 4.5x).
 
-Measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``, 2026-11-27): 3.85x, 4.22x,
+The tensor-core kernel, measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``,
+2026-11-27; d = 3 now takes the exact-product kernel up to 15 moduli): 3.85x, 4.22x,
 4.77x, 6.04x the copy floor at d = 3, 4, 5, 6 (an H100, before ``residue_byte``: 2.65x, 2.86x,
 3.62x, 4.17x), bound by the per-amplitude arithmetic rather than by memory: Nsight Compute finds
 the issue slots 59-78% busy and no pipe above 45%, about 14 instructions a modulus and entry
@@ -59,7 +76,6 @@ s).
 from __future__ import annotations
 
 import functools
-import math
 from pathlib import Path
 
 import cupy as cp
@@ -69,11 +85,13 @@ from ...errors import NonFiniteError
 from .. import _mma_gate
 from .._gpu import _sms, raw_module
 from .cuda import prepared_residues
+from .exact_gate import EXACT_LIMB_BITS as _EXACT_LIMB_BITS
+from .exact_gate import exact_applies
 from .gate_tables import PIECE_BITS as _PIECE_BITS
 from .gate_tables import upload_tables
 from .moduli import LIMB_BITS, NORM_FRAC_BITS, crt_constants
 
-__all__ = ["EXACT_QUBITS", "MAX_QUBITS", "apply", "exact_limb_bounds"]
+__all__ = ["MAX_QUBITS", "apply"]
 
 #: Largest gate of the one-pass kernels (the tensor-core one keeps the CRT sums of 8 entries a
 #: thread: 8 (L + 1) doubles; at d = 5 A's 15 planes are 60 KiB; at d = 6, with tiles of 32
@@ -108,11 +126,6 @@ MAX_SCALAR_QUBITS = 2
 #: residues folded into A: ``crt_gate_mma.cu``, DIGITS), for ``gB <= 62`` (``N <= 16``).
 DIGIT_QUBITS = frozenset({3})
 _DIGITS, _DIGIT_BITS, _DIGIT_MAX_BITS = 8, 8, 62
-#: Largest gate of the exact-product kernel (``kernels/crt_gate_exact.cu``; plans of up to 15
-#: moduli: :func:`exact_applies`).
-EXACT_QUBITS = 3
-#: Bits of the low limb in ``crt_gate_exact.cu`` (its ``-DTBITS``).
-_EXACT_LIMB_BITS = 29
 _KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 _SOURCE = _KERNELS / "crt_gate.cu"
 _EXACT_SOURCE = _KERNELS / "crt_gate_exact.cu"
@@ -172,59 +185,22 @@ def _module(d: int, num_moduli: int, rounding: bool, npieces: int, digits: bool,
     return mod
 
 
-def exact_limb_bounds(d: int, bits_a: int, bits_b: int, limb_bits: int = _EXACT_LIMB_BITS
-                      ) -> dict[str, int]:
-    """Bounds on the integers of ``crt_gate_exact.cu`` for a d-qubit gate and kept bits ``gA``,
-    ``gB`` (Python integers; :func:`exact_applies` asks each to fit its type).
-
-    A row of the scaled gate ``A'`` (its ``2 K`` real scalars, ``K = 2**d``) has norm below
-    ``A = 2**gA + 2**8`` (:mod:`ozsim.gemm.ozaki2.scheme`, step 2), a column of the scaled
-    state ``B'`` below ``B = 2**gB + 2**8``. So ``Re a``, ``Im a`` have norms ``<= A`` and ``Re a
-    + Im a`` ``<= sqrt(2) A``; the same for a column. Each vector is cut into high limbs ``h =
-    floor(v / 2**t)`` (``||h|| <= ||v|| / 2**t + sqrt(K)``) and low ones ``l`` in ``[0, 2**t)``
-    (``||l|| < sqrt(K) 2**t``). By Cauchy-Schwarz ``|sum h h'| <= ||h|| ||h'||``, ``|sum (h l' +
-    l h')| <= ||h|| ||l'|| + ||l|| ||h'||`` and ``0 <= sum l l' < K 4**t``; Re is ``S1 - S2``
-    and Im ``S3 - S1 - S2`` (Gauss), so each combined sum is at most the sum of its parts'
-    bounds (every partial sum along the way too: a sum over fewer terms).
-
-    Returns:
-        ``{"limb": ..., "hh": ..., "hl": ..., "ll": ...}``: the largest magnitude of a high limb
-        (an INT32 in the kernel) and of the combined limb sums of Re and Im (INT64).
-    """
-    k = 1 << d
-    rk = math.isqrt(k - 1) + 1  # >= sqrt(K)
-    big_a, big_b = (1 << bits_a) + 256, (1 << bits_b) + 256
-
-    def root2(x):  # >= sqrt(2) x
-        return math.isqrt(2 * x * x) + 1
-
-    def hi(x):  # >= ||h|| for ||v|| <= x
-        return -(-x >> limb_bits) + rk
-
-    lo = rk << limb_bits
-    re_hl = 2 * (hi(big_a) + hi(big_b)) * lo
-    return {"limb": max(root2(big_a), root2(big_b)) // (1 << limb_bits) + 1,
-            "hh": hi(root2(big_a)) * hi(root2(big_b)) + 2 * hi(big_a) * hi(big_b),
-            "hl": (hi(root2(big_a)) + hi(root2(big_b))) * lo + re_hl,
-            "ll": 2 * k << (2 * limb_bits)}
-
-
-def exact_applies(d: int, plan) -> bool:
-    """Whether ``crt_gate_exact.cu`` applies a d-qubit gate under ``plan``: ``d <=``
-    :data:`EXACT_QUBITS` and its integers fit (:func:`exact_limb_bounds`; up to 15 moduli)."""
-    if d > EXACT_QUBITS:
-        return False
-    b = exact_limb_bounds(d, plan.bits_a, plan.bits_b)
-    return b["limb"] < 1 << 31 and max(b["hh"], b["hl"], b["ll"]) < 1 << 63
+#: ``crt_gate_exact.cu``'s block per d: (threads, least blocks an SM its registers must allow).
+#: H200, N = 30, 15 moduli, x copy floor (means of 4 target sets): d = 1 1.58 (256 x 2: 1.67,
+#: 512: 1.75, 128 x 8 at 64 registers: level); d = 2 1.87 (128: 1.94, 256 x 2: 1.88, 512: 2.35);
+#: d = 3 2.92 (128: 3.45, 128 x 6: 3.25, 256 x 3: 3.10, 512: 3.14).
+EXACT_LAUNCH = {1: (128, 1), 2: (256, 1), 3: (256, 2)}
 
 
 @functools.cache  # (the constant tables are uploaded once per module)
-def _exact_module(d: int, num_moduli: int, rounding: bool, device: int, test: bool = False):
+def _exact_module(d: int, num_moduli: int, rounding: bool, device: int, test: bool = False,
+                  launch: tuple[int, int] = (128, 1)):
     const = crt_constants(num_moduli)
     mod = raw_module(_EXACT_SOURCE, (
         "-std=c++17", "--device-int128", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
         f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}",
-        f"-DTBITS={_EXACT_LIMB_BITS}", f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}")
+        f"-DTBITS={_EXACT_LIMB_BITS}", f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}",
+        f"-DTHREADS={launch[0]}", f"-DMIN_BLOCKS={launch[1]}")
         + (("-DEXACT_TEST",) if test else ()))
     upload_tables(mod, num_moduli)
     pows = [pow(2, LIMB_BITS * c, p) for p in const.moduli for c in range(1, const.num_limbs)]
@@ -257,7 +233,10 @@ def exact_limbs(prep, plan):
 
 
 def _apply_exact(psi, prep, positions, plan, groups, flag):
-    mod = _exact_module(len(positions), plan.num_moduli, plan.rounding, cp.cuda.Device().id)
+    d = len(positions)
+    threads, min_blocks = EXACT_LAUNCH[d]
+    mod = _exact_module(d, plan.num_moduli, plan.rounding, cp.cuda.Device().id,
+                        launch=(threads, min_blocks))
     limbs = exact_limbs(prep, plan)
     fa = cp.ascontiguousarray(prep.norm_exponents, dtype=cp.int32)
     stream = cp.cuda.get_current_stream().ptr
@@ -265,7 +244,7 @@ def _apply_exact(psi, prep, positions, plan, groups, flag):
         cp.cuda.runtime.memcpyAsync(mod.get_global(name).ptr, src.data.ptr, src.nbytes,
                                     _MEMCPY_D2D, stream)
     mod.get_function("crt_gate_exact")(
-        (int(-(-groups // 128)),), (128,),
+        (int(-(-groups // threads)),), (threads,),
         (psi, np.int64(groups), *_positions(positions), np.int32(plan.bits_b),
          np.int32(plan.bits_a + plan.bits_b), flag))
 

@@ -1,0 +1,87 @@
+"""Which gates scheme II's exact-product kernel takes (``ozsim/gemm/kernels/crt_gate_exact.cu``).
+
+For a gate of ``d <= 3`` qubits the one-pass kernel forms each entry of scheme II's integer
+product ``C' = A' B'`` (:mod:`ozsim.gemm.ozaki2.scheme`, steps 2 and 5) directly, as a sum of
+``2 * 2**d`` products of the scaled integers in 64-bit integer arithmetic, instead of from its
+residues; the CRT's rounding of ``C'`` is then applied to the exact integer (same bits). This
+module holds the host-side rule, importable without CuPy: the bounds that keep the kernel's
+integers in range (:func:`exact_limb_bounds`), the plans it takes (:func:`exact_applies`) and
+the padding rule of the backend registry (:func:`padded_qubits`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .scheme import CRTPlan, fixed_plan
+
+__all__ = ["EXACT_LIMB_BITS", "EXACT_QUBITS", "exact_applies", "exact_limb_bounds",
+           "padded_qubits"]
+
+#: Largest gate of the exact-product kernel: its products cost ``12 * 2**d`` 32 x 32 -> 64-bit
+#: multiply-adds an amplitude (at d = 4 more than the tensor-core kernel's residues and CRT sums).
+EXACT_QUBITS = 3
+#: Bits of the kernel's low limbs (its ``-DTBITS``).
+EXACT_LIMB_BITS = 29
+#: The gate size a scheme II gate of fewer qubits is padded to where the exact-product kernel
+#: does not take its plan (the tensor-core kernel's smallest).
+PADDED_QUBITS = 3
+
+
+def exact_limb_bounds(d: int, bits_a: int, bits_b: int, limb_bits: int = EXACT_LIMB_BITS
+                      ) -> dict[str, int]:
+    """Bounds on the integers of ``crt_gate_exact.cu`` for a d-qubit gate and kept bits ``gA``,
+    ``gB`` (Python integers; :func:`exact_applies` asks each to fit its type).
+
+    A row of the scaled gate ``A'`` (its ``2 K`` real scalars, ``K = 2**d``) has norm below
+    ``A = 2**gA + 2**8`` (:mod:`ozsim.gemm.ozaki2.scheme`, step 2), a column of the scaled
+    state ``B'`` below ``B = 2**gB + 2**8``. So ``Re a``, ``Im a`` have norms ``<= A`` and ``Re a
+    + Im a`` ``<= sqrt(2) A``; the same for a column. Each vector is cut into high limbs ``h =
+    floor(v / 2**t)`` (``||h|| <= ||v|| / 2**t + sqrt(K)``) and low ones ``l`` in ``[0, 2**t)``
+    (``||l|| < sqrt(K) 2**t``). By Cauchy-Schwarz ``|sum h h'| <= ||h|| ||h'||``, ``|sum (h l' +
+    l h')| <= ||h|| ||l'|| + ||l|| ||h'||`` and ``0 <= sum l l' < K 4**t``; Re is ``S1 - S2``
+    and Im ``S3 - S1 - S2`` (Gauss), so each combined sum is at most the sum of its parts'
+    bounds (every partial sum along the way too: a sum over fewer terms).
+
+    Returns:
+        ``{"limb": ..., "hh": ..., "hl": ..., "ll": ...}``: the largest magnitude of a high limb
+        (an INT32 in the kernel) and of the combined limb sums of Re and Im (INT64).
+    """
+    k = 1 << d
+    rk = math.isqrt(k - 1) + 1  # >= sqrt(K)
+    big_a, big_b = (1 << bits_a) + 256, (1 << bits_b) + 256
+
+    def root2(x):  # >= sqrt(2) x
+        return math.isqrt(2 * x * x) + 1
+
+    def hi(x):  # >= ||h|| for ||v|| <= x
+        return -(-x >> limb_bits) + rk
+
+    lo = rk << limb_bits
+    re_hl = 2 * (hi(big_a) + hi(big_b)) * lo
+    return {"limb": max(root2(big_a), root2(big_b)) // (1 << limb_bits) + 1,
+            "hh": hi(root2(big_a)) * hi(root2(big_b)) + 2 * hi(big_a) * hi(big_b),
+            "hl": (hi(root2(big_a)) + hi(root2(big_b))) * lo + re_hl,
+            "ll": 2 * k << (2 * limb_bits)}
+
+
+def exact_applies(d: int, plan: CRTPlan) -> bool:
+    """Whether ``crt_gate_exact.cu`` applies a d-qubit gate under ``plan``: ``d <=``
+    :data:`EXACT_QUBITS` and its integers fit (:func:`exact_limb_bounds`; up to 15 moduli)."""
+    if d > EXACT_QUBITS:
+        return False
+    b = exact_limb_bounds(d, plan.bits_a, plan.bits_b)
+    return b["limb"] < 1 << 31 and max(b["hh"], b["hl"], b["ll"]) < 1 << 63
+
+
+
+def padded_qubits(count: int | None, d: int) -> int:
+    """Scheme II's padding rule (:attr:`ozsim.gemm.registry.Scheme.pad_gates`): a gate of
+    ``d <= 2`` qubits is applied as ``I (x) U`` on :data:`PADDED_QUBITS` qubits only under a
+    fixed number of moduli ``count`` whose plan the exact-product kernel does not take (16 or
+    more: the CUDA-core residue kernel took 21x / 7.3x the copy floor at d = 1 / 2, the padded
+    tensor-core one 3.8x, H200); ``int8-crt-auto`` (``count`` None) and up to 15 moduli run as
+    they are (1.6x, 1.9x). A function of the backend and d alone, so CPU and GPU pad alike."""
+    if d > 2 or count is None or exact_applies(d, fixed_plan(count)):
+        return d
+    return PADDED_QUBITS
