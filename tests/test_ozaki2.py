@@ -625,7 +625,7 @@ def test_exact_gate_limb_sums_stay_within_their_bounds(d):
     for n in (14, 15):
         plan = fixed_plan(n)
         bound = exact_limb_bounds(d, plan.bits_a, plan.bits_b)
-        assert bound["limb"] < 2**31 and max(bound["hh"], bound["hl"], bound["ll"]) < 2**63
+        assert bound["mid"] < 2**31 and max(bound["hh"], bound["hl"], bound["ll"]) < 2**63
         for trial in range(20):
             def vector(bits):  # 2k scalars of norm <= 2**bits + 2**8: equal or random
                 # magnitudes, signs alike or random, low limbs all ones or as they come
@@ -643,6 +643,7 @@ def test_exact_gate_limb_sums_stay_within_their_bounds(d):
                 h = [(a >> t, a & ((1 << t) - 1)) for a in x]
                 g = [(b >> t, b & ((1 << t) - 1)) for b in y]
                 assert max(abs(p[0]) for p in h + g) <= bound["limb"]
+                assert max(abs(p[0] + p[1]) for p in h + g) <= bound["mid"] < 2**31
                 return (sum(p[0] * q[0] for p, q in zip(h, g)),
                         sum(p[0] * q[1] + p[1] * q[0] for p, q in zip(h, g)),
                         sum(p[1] * q[1] for p, q in zip(h, g)))

@@ -15,9 +15,11 @@
 //      sum ar br, S2 = sum ai bi, S3 = sum (ar + ai)(br + bi)), each integer cut into a high
 //      limb h = floor(v / 2**TBITS) (|h| < 2**31) and a low one l in [0, 2**TBITS), and each
 //      product summed as three INT64 limb sums, hh = sum h h', hl = sum (h l' + l h'), ll = sum
-//      l l' (one 32 x 32 -> 64-bit multiply-add each): every sum and the differences that make
-//      Re and Im stay below 2**63 (the bound in ozsim.gemm.ozaki2.onepass.exact_limb_bounds,
-//      by Cauchy-Schwarz on the rows' and columns' norms, ||a'|| < 2**gA + 2**8);
+//      l l' (32 x 32 -> 64-bit multiply-adds; with KARATSUBA hl = sum (h + l)(h' + l') - hh -
+//      ll, three a product instead of four): the combined sums that make Re and Im stay below
+//      2**63 (ozsim.gemm.ozaki2.exact_gate.exact_limb_bounds, by Cauchy-Schwarz on the rows'
+//      and columns' norms, ||a'|| < 2**gA + 2**8), so sums that wrap mod 2**64 on the way do
+//      no harm;
 //   3. C' = hh 2**(2 TBITS) + hl 2**TBITS + ll as a 128-bit integer, its balanced digits (the
 //      low LBITS bits sign-extended, in [-2**(LBITS-1), 2**(LBITS-1))), converted exactly and
 //      summed from the lowest up as crt_value sums them: where no digit below the top one is
@@ -30,8 +32,9 @@
 // NaN or Inf in a group sets *flag (the caller raises NonFiniteError) and leaves it as it was.
 //
 // Options: -DGATE_QUBITS=d -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 -DTBITS=<low limb bits>
-// and the scheme's constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli); -DEXACT_TEST adds
-// exact_value_test (the rounding of given C' values, for the tests).
+// -DKARATSUBA=0|1 -DTHREADS -DMIN_BLOCKS and the scheme's constants -DNFRAC -DLBITS
+// (ozsim.gemm.ozaki2.moduli); -DEXACT_TEST adds exact_value_test (the rounding of given C'
+// values, for the tests).
 
 #include "crt_gate.cuh"
 
@@ -45,8 +48,8 @@
 #define TBITS 29
 #endif
 
-// A' of the gate, [product][row][k][high, low] limbs of Re A', Im A', Re A' + Im A'
-__constant__ int a_limbs[3 * K * K * 2];
+// A' of the gate, [product][row][k][h, l, h + l]: the limbs of Re A', Im A', Re A' + Im A'
+__constant__ int a_limbs[3 * K * K * 3];
 __constant__ int a_f[K];
 // per modulus: q_p = (P / p)**-1 mod p (the CRT weight), and 2**(LBITS c) mod p, c = 1..L-1
 __constant__ int crt_q[NMOD], crt_pow[NMOD * (NLIMB > 1 ? NLIMB - 1 : 1)];
@@ -113,35 +116,56 @@ __device__ __forceinline__ double exact_value(i128 c, bool force_residues = fals
     return v;
 }
 
+#ifndef KARATSUBA  // hl by Karatsuba's (h + l)(h' + l') - h h' - l l': 3 multiplies a product
+#define KARATSUBA 1  // instead of 4
+#endif
+
+// An integer's limbs: h = floor(v / 2**TBITS), l = v mod 2**TBITS, m = h + l (|m| < 2**31:
+// exact_limb_bounds)
 struct Limbs {
-    int h, l;
+    int h, l, m;
 };
 __device__ __forceinline__ Limbs limbs(long long v)
 {
-    return Limbs{(int)(v >> TBITS), (int)(v & ((1LL << TBITS) - 1))};
+    const int h = (int)(v >> TBITS), l = (int)(v & ((1LL << TBITS) - 1));
+    return Limbs{h, l, h + l};
 }
 
-// The three limb sums of one real product
+// The three limb sums of one real product, as INT64 bit patterns (their sums and differences
+// wrap mod 2**64 where they must: only the combined sums that make Re and Im are in range)
 struct Sums {
-    long long hh, hl, ll;
+    unsigned long long hh, hl, ll;
 };
 // acc + a b for INT32 a, b (mad.wide.s32: one IMAD.WIDE)
-__device__ __forceinline__ long long mad_wide(int a, int b, long long acc)
+__device__ __forceinline__ unsigned long long mad_wide(int a, int b, unsigned long long acc)
 {
-    long long d;
+    unsigned long long d;
     asm("mad.wide.s32 %0, %1, %2, %3;" : "=l"(d) : "r"(a), "r"(b), "l"(acc));
     return d;
 }
-__device__ __forceinline__ void mac(Sums& s, int ah, int al, const Limbs& b)
+// s += a b' for the limbs (h, l, h + l) of a at ah[0..2]; with KARATSUBA s.hl gathers
+// sum (h + l)(h' + l') until karatsuba_done
+__device__ __forceinline__ void mac(Sums& s, const int* ah, const Limbs& b)
 {
-    s.hh = mad_wide(ah, b.h, s.hh);
-    s.hl = mad_wide(ah, b.l, s.hl);
-    s.hl = mad_wide(al, b.h, s.hl);
-    s.ll = mad_wide(al, b.l, s.ll);
+    s.hh = mad_wide(ah[0], b.h, s.hh);
+    s.ll = mad_wide(ah[1], b.l, s.ll);
+#if KARATSUBA
+    s.hl = mad_wide(ah[2], b.m, s.hl);
+#else
+    s.hl = mad_wide(ah[0], b.l, s.hl);
+    s.hl = mad_wide(ah[1], b.h, s.hl);
+#endif
 }
-__device__ __forceinline__ i128 join(long long hh, long long hl, long long ll)
+__device__ __forceinline__ void karatsuba_done(Sums& s)
 {
-    return ((i128)hh << (2 * TBITS)) + ((i128)hl << TBITS) + ll;
+#if KARATSUBA
+    s.hl -= s.hh + s.ll;
+#endif
+}
+__device__ __forceinline__ i128 join(unsigned long long hh, unsigned long long hl,
+                                     unsigned long long ll)
+{
+    return ((i128)(long long)hh << (2 * TBITS)) + ((i128)(long long)hl << TBITS) + (long long)ll;
 }
 
 #ifndef THREADS
@@ -179,11 +203,14 @@ crt_gate_exact(double2* __restrict__ psi, long long groups, int p0, int p1, int 
         Sums s1{0, 0, 0}, s2{0, 0, 0}, s3{0, 0, 0};
 #pragma unroll
         for (int k = 0; k < K; ++k) {
-            const int* a = a_limbs + 2 * (r * K + k);
-            mac(s1, a[0], a[1], br[k]);
-            mac(s2, a[2 * K * K], a[2 * K * K + 1], bi[k]);
-            mac(s3, a[4 * K * K], a[4 * K * K + 1], bs[k]);
+            const int* a = a_limbs + 3 * (r * K + k);
+            mac(s1, a, br[k]);
+            mac(s2, a + 3 * K * K, bi[k]);
+            mac(s3, a + 6 * K * K, bs[k]);
         }
+        karatsuba_done(s1);
+        karatsuba_done(s2);
+        karatsuba_done(s3);
         const i128 re = join(s1.hh - s2.hh, s1.hl - s2.hl, s1.ll - s2.ll);
         const i128 im = join(s3.hh - s1.hh - s2.hh, s3.hl - s1.hl - s2.hl, s3.ll - s1.ll - s2.ll);
         const int sh = a_f[r] + f - gsum;

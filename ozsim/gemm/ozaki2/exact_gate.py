@@ -44,8 +44,10 @@ def exact_limb_bounds(d: int, bits_a: int, bits_b: int, limb_bits: int = EXACT_L
     bounds (every partial sum along the way too: a sum over fewer terms).
 
     Returns:
-        ``{"limb": ..., "hh": ..., "hl": ..., "ll": ...}``: the largest magnitude of a high limb
-        (an INT32 in the kernel) and of the combined limb sums of Re and Im (INT64).
+        ``{"limb": ..., "mid": ..., "hh": ..., "hl": ..., "ll": ...}``: the largest magnitude of
+        a high limb and of a limb sum ``h + l`` (Karatsuba's factors; INT32 in the kernel), and
+        of the combined limb sums of Re and Im (INT64; the sums along the way may wrap mod
+        ``2**64``, as Karatsuba's ``sum (h + l)(h' + l')`` can, where these are in range).
     """
     k = 1 << d
     rk = math.isqrt(k - 1) + 1  # >= sqrt(K)
@@ -59,7 +61,8 @@ def exact_limb_bounds(d: int, bits_a: int, bits_b: int, limb_bits: int = EXACT_L
 
     lo = rk << limb_bits
     re_hl = 2 * (hi(big_a) + hi(big_b)) * lo
-    return {"limb": max(root2(big_a), root2(big_b)) // (1 << limb_bits) + 1,
+    limb = max(root2(big_a), root2(big_b)) // (1 << limb_bits) + 1
+    return {"limb": limb, "mid": limb + (1 << limb_bits),
             "hh": hi(root2(big_a)) * hi(root2(big_b)) + 2 * hi(big_a) * hi(big_b),
             "hl": (hi(root2(big_a)) + hi(root2(big_b))) * lo + re_hl,
             "ll": 2 * k << (2 * limb_bits)}
@@ -71,7 +74,7 @@ def exact_applies(d: int, plan: CRTPlan) -> bool:
     if d > EXACT_QUBITS:
         return False
     b = exact_limb_bounds(d, plan.bits_a, plan.bits_b)
-    return b["limb"] < 1 << 31 and max(b["hh"], b["hl"], b["ll"]) < 1 << 63
+    return b["mid"] < 1 << 31 and max(b["hh"], b["hl"], b["ll"]) < 1 << 63
 
 
 
