@@ -1,6 +1,6 @@
 // One-pass gate by Ozaki scheme II (int8-crt{N}, int8-crt-auto) for gates of d <= 3 qubits and
-// plans of gA, gB <= 59 (N <= 15 moduli), by exact integer products: psi <- U psi, the same bits
-// as ozsim.gemm.ozaki2.scheme.int8_crt_zgemm.
+// plans whose integers fit (ozsim.gemm.ozaki2.exact_gate.exact_applies: up to 15 moduli), by
+// exact integer products: psi <- U psi, the same bits as ozsim.gemm.ozaki2.scheme.int8_crt_zgemm.
 //
 // Scheme II forms the exact integer product C' = A' B' of the scaled operands (its residues
 // determine C', |C'| < P/2) and rounds C' once (crt_value: balanced base-2**LBITS digits summed
@@ -20,9 +20,9 @@
 //      2**63 (ozsim.gemm.ozaki2.exact_gate.exact_limb_bounds, by Cauchy-Schwarz on the rows'
 //      and columns' norms, ||a'|| < 2**gA + 2**8), so sums that wrap mod 2**64 on the way do
 //      no harm;
-//   3. C' = hh 2**(2 TBITS) + hl 2**TBITS + ll as a 128-bit integer, its balanced digits (the
-//      low LBITS bits sign-extended, in [-2**(LBITS-1), 2**(LBITS-1))), converted exactly and
-//      summed from the lowest up as crt_value sums them: where no digit below the top one is
+//   3. C' = hh 2**(2 TBITS) + hl 2**TBITS + ll as a 128-bit integer, its balanced digits (in
+//      [-2**(LBITS-1), 2**(LBITS-1)), read from the bits of C' plus an offset), converted
+//      exactly and summed from the lowest up as crt_value sums them: where no digit below the top one is
 //      -2**(LBITS-1), the balanced digits are unique and crt_value's (its carries make them
 //      balanced too), so the same sum and the same bits. Where one is (a tie, which crt_value
 //      may resolve either way, by the digit sums it came from), the entry takes crt_value's
