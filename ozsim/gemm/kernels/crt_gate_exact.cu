@@ -22,12 +22,12 @@
 //      no harm;
 //   3. C' = hh 2**(2 TBITS) + hl 2**TBITS + ll as a 128-bit integer, its balanced digits (in
 //      [-2**(LBITS-1), 2**(LBITS-1)), read from the bits of C' plus an offset), converted
-//      exactly and summed from the lowest up as crt_value sums them: where no digit below the top one is
-//      -2**(LBITS-1), the balanced digits are unique and crt_value's (its carries make them
-//      balanced too), so the same sum and the same bits. Where one is (a tie, which crt_value
-//      may resolve either way, by the digit sums it came from), the entry takes crt_value's
-//      own path: its residues u_p = q_p C' mod p, the digit sums and crt_finish (rare: a
-//      digit's low bits exactly 2**(LBITS-1));
+//      exactly and summed from the lowest up as crt_value sums them: where no digit below the
+//      top one is -2**(LBITS-1), the balanced digits are unique and crt_value's (its carries
+//      make them balanced too), so the same sum and the same bits. Where one is (a tie, which
+//      crt_value may resolve either way, by the digit sums it came from), the entry takes
+//      crt_value's own path: its residues u_p = q_p C' mod p, the digit sums and crt_finish
+//      (rare: a digit's low bits exactly 2**(LBITS-1));
 //   4. ldexp by fA[row] + f - (gA + gB), written back in place.
 // NaN or Inf in a group sets *flag (the caller raises NonFiniteError) and leaves it as it was.
 //
