@@ -40,7 +40,8 @@ Writes ``benchmarks/results/gate_bench-<device>-<date>.json`` (``--json`` overri
 one table per N: milliseconds per gate and the multiple of the floor; on the GPU also the INT8
 GEMM rate R of the device (cuBLAS, 8192^3, in the same run) and each emulated row against its
 INT8 ceiling: its GEMM's INT8 operations (``2 s (s + 1)`` products for ``s`` slices, ``3 N``
-for ``N`` moduli, each ``2 * 2**(N + d)`` operations) at rate R.
+for ``N`` moduli, each ``2 * 2**(N + d)`` operations) at rate R (none for scheme II's gates of
+up to 3 qubits, made by exact integer products without INT8 products).
 """
 
 from __future__ import annotations
@@ -168,13 +169,14 @@ def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None,
                        last=last):
                     sv.one_pass = one_pass
                     last["info"] = sv.apply(op, next(it), backend=name, T=T)
-            slow = d <= 2 and "int8" in method
+            slow = applied <= 2 and method.startswith("int8-auto")  # (the CUDA-core kernels)
             sec = clock(fn, 1 if slow else reps)
             row = dict(device=DEVICE, N=n, d=d, method=method, seconds=sec, floor_s=floor,
                        x_floor=sec / floor, applied_qubits=applied)
             info = None if method == "custatevec" else last.get("info")
             ceiling = ""
-            if info is not None and int8_rate and (info.num_splits or info.num_moduli):
+            if (info is not None and int8_rate and (info.num_splits or info.num_moduli)
+                    and not _exact_products(info, applied)):
                 # INT8 operations of the GEMM: 2s(s+1) products (scheme I), 3N (scheme II)
                 per = (2 * info.num_splits * (info.num_splits + 1) if info.num_splits
                        else 3 * info.num_moduli)
@@ -203,6 +205,17 @@ def _grid(sel: list[dict], cell) -> list[str]:
             cells.append("" if r is None else cell(r))
         out.append(f"| {m} | " + " | ".join(cells) + " |")
     return out
+
+
+def _exact_products(info, d: int) -> bool:
+    """Whether scheme II applied this gate by exact integer products on the CUDA cores (no INT8
+    products: no INT8 ceiling; ``ozsim.gemm.ozaki2.exact_gate``)."""
+    if not info.num_moduli or info.kept_bits is None:
+        return False
+    from ozsim.gemm.ozaki2.exact_gate import exact_applies
+    from ozsim.gemm.ozaki2.scheme import CRTPlan
+
+    return exact_applies(d, CRTPlan(info.num_moduli, *info.kept_bits))
 
 
 def ceiling_table(rows: list[dict], n: int) -> str:
