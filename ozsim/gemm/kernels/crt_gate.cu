@@ -35,11 +35,8 @@ crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, in
          int p5, int gb, int gsum, int* __restrict__ flag)
 {
     const int pos[6] = {p0, p1, p2, p3, p4, p5};  // bit j of the gate index at pos[j]
-    const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= groups) return;
-    int sorted[D];
-    sort_positions(pos, sorted);
-    const long long base = group_base(g, sorted);
+    long long base;
+    if (!thread_group(groups, pos, base)) return;
     double2 x[K];
     int e, f;
     if (!load_column(psi, base, pos, x, e, f)) { atomicOr(flag, 1); return; }

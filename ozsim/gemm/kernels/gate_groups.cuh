@@ -31,6 +31,19 @@ __device__ __forceinline__ long long group_base(long long g, const int (&sorted)
     return g;
 }
 
+// The group of this thread of a one-thread-a-group kernel (group = global thread index) and its
+// base index; false past the last group
+__device__ __forceinline__ bool thread_group(long long groups, const int (&pos)[6],
+                                             long long& base)
+{
+    const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= groups) return false;
+    int sorted[D];
+    sort_positions(pos, sorted);
+    base = group_base(g, sorted);
+    return true;
+}
+
 template <int P>
 __device__ __forceinline__ long long member_offset(int c, const int (&pos)[P])
 {
