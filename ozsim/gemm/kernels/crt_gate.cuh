@@ -11,6 +11,8 @@
 #if !defined(NFRAC) || !defined(LBITS)
 #error "the scheme II gate kernels need -DNFRAC and -DLBITS (ozsim.gemm.ozaki2.moduli)"
 #endif
+#include "../ozaki2/kernels/crt_common.cuh"  // (pow2, rint_small, crt_quotient, crt_value)
+
 #define D GATE_QUBITS
 #define K (1 << D)
 #ifndef NMOD
@@ -53,11 +55,6 @@ __constant__ double crt_invp[NMOD], crt_m[NMOD * NLIMB], crt_big_p[NLIMB];
 __constant__ double crt_start[1 + NLIMB];
 // fl(2**(LBITS c) / P): the quotient estimate from the digit sums (Q_FROM_LIMBS)
 __constant__ double crt_qw[NLIMB];
-
-__device__ __forceinline__ double pow2(int k)  // 2**k, a normal double
-{
-    return __longlong_as_double((long long)(k + 1023) << 52);
-}
 
 __device__ __forceinline__ float rem32(float x, float p, float ip)
 {
@@ -249,27 +246,14 @@ __device__ __forceinline__ double crt_sum_start(int c)
 // FP64 multiply-add an entry and modulus fewer): X = sum_c dd[c] 2**(LBITS c) = sum_p u_p P/p is
 // below N P, so X / P < N <= 20 is found within a few units of 2**-48, and rint gives the same
 // exact quotient as the CPU's estimate (|C'| < P/2 (1 - 2**-40): the margin is 2**-41)
-__device__ __forceinline__ double crt_finish(double q, double* dd)
+__device__ __forceinline__ double crt_finish(double q, double (&dd)[NLIMB])
 {
-    const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
 #if Q_FROM_LIMBS
-    q = dd[NLIMB - 1] * crt_qw[NLIMB - 1];
-#pragma unroll
-    for (int c = NLIMB - 2; c >= 0; --c) q = fma(dd[c], crt_qw[c], q);
+    const double qq = crt_quotient(dd, crt_qw);
+#else
+    const double qq = rint_small(q);
 #endif
-    const double qq = rint(q);
-#pragma unroll
-    for (int c = 0; c < NLIMB; ++c) dd[c] -= qq * crt_big_p[c];  // exact
-#pragma unroll
-    for (int c = 0; c + 1 < NLIMB; ++c) {  // balanced digits, exact
-        const double carry = rint(dd[c] * iradix);
-        dd[c] -= carry * radix;
-        dd[c + 1] += carry;
-    }
-    double v = dd[0];
-#pragma unroll
-    for (int c = 1; c < NLIMB; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact product
-    return v;
+    return crt_value(dd, qq, crt_big_p);  // (crt_common.cuh; dd overwritten)
 }
 
 // A column's norm exponent f (ozaki2.norm_exponents) from its exponent e and the exact sum S of
