@@ -1,5 +1,5 @@
 // Scheme II (CRT): definitions shared by the stages (analyse.cu, residues.cu, residues32.cu,
-// finish.cu). The scheme's constants come from ozsim.gemm.ozaki2.moduli as options of every
+// finish.cu, finish_tc.cu) and the one-pass gates (ozsim/gemm/kernels/crt_gate.cuh). The scheme's constants come from ozsim.gemm.ozaki2.moduli as options of every
 // scheme II module (ozaki2/cuda.py, _CONSTANTS): -DNFRAC=<NORM_FRAC_BITS>,
 // -DLBITS=<LIMB_BITS>.
 #ifndef OZSIM_CRT_COMMON_CUH
