@@ -289,21 +289,22 @@ def apply(psi, prep, positions, plan, check_finite: bool = True) -> None:
         NonFiniteError: NaN or Inf in the state (``check_finite``).
     """
     d = len(positions)
-    n_mod = plan.num_moduli
-    device = cp.cuda.Device().id
-    digits = _digits(d, plan)
-    threads, smem_planes = _layout(d, n_mod, digits, device)
-    mod = _module(d, n_mod, plan.rounding, _num_pieces(plan.bits_b), digits, device,
-                  plan.bits_b <= _DIGIT_MAX_BITS,
-                  smem_planes if d in _PAIRED_QUBITS else None, threads)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
-    if exact_applies(d, plan):
+    if exact_applies(d, plan):  # (no residue module to build)
         _apply_exact(psi, prep, positions, plan, groups, flag)
-    elif d > MAX_SCALAR_QUBITS:
-        _apply_mma(mod, psi, prep, positions, plan, groups, flag, threads, smem_planes)
     else:
-        _apply_scalar(mod, psi, prep, positions, plan, groups, flag)
+        n_mod = plan.num_moduli
+        device = cp.cuda.Device().id
+        digits = _digits(d, plan)
+        threads, smem_planes = _layout(d, n_mod, digits, device)
+        mod = _module(d, n_mod, plan.rounding, _num_pieces(plan.bits_b), digits, device,
+                      plan.bits_b <= _DIGIT_MAX_BITS,
+                      smem_planes if d in _PAIRED_QUBITS else None, threads)
+        if d > MAX_SCALAR_QUBITS:
+            _apply_mma(mod, psi, prep, positions, plan, groups, flag, threads, smem_planes)
+        else:
+            _apply_scalar(mod, psi, prep, positions, plan, groups, flag)
     if check_finite and int(flag.get()[0]):
         raise NonFiniteError("the state vector has NaN or Inf amplitudes")
 
