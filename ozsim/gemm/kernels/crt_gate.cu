@@ -45,7 +45,7 @@ crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, in
     for (int c = 0; c < K; ++c) {
 #pragma unroll
         for (int part = 0; part < 2; ++part) {
-            scalar_pieces(ldexp(part ? x[c].y : x[c].x, gb - f), h[part][c]);  // (ldexp exact)
+            scalar_pieces(scale2(part ? x[c].y : x[c].x, gb - f), h[part][c]);  // (exact)
         }
     }
     double q[K][2], dl[K][2][NLIMB];
@@ -105,6 +105,6 @@ crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, in
 #pragma unroll
         for (int part = 0; part < 2; ++part) res[part] = crt_finish(q[r][part], dl[r][part]);
         const int sh = a_f[r] + f - gsum;
-        psi[base + member_offset(r, pos)] = make_double2(ldexp(res[0], sh), ldexp(res[1], sh));
+        psi[base + member_offset(r, pos)] = make_double2(scale2(res[0], sh), scale2(res[1], sh));
     }
 }

@@ -1,7 +1,7 @@
 // Exact INT32 -> FP64 on the FP64 pipe (the one-pass INT8 gates, int8_gate.cu and mma_gate.cuh,
 // and scheme I's fused products, ozaki1/kernels/products_wgmma.cu): cvt.rn.f64.s32 runs on the
-// conversion unit, a quarter of the FP64 rate on Hopper. And scaling by a power of two
-// (mma_gate.cuh, crt_column.cuh).
+// conversion unit, a quarter of the FP64 rate on Hopper. And powers of two and scaling by them
+// (the one-pass gates, both schemes' accumulation and reconstruction kernels).
 #ifndef OZSIM_EXACT_INT_CUH
 #define OZSIM_EXACT_INT_CUH
 
@@ -10,6 +10,10 @@ __device__ __forceinline__ double small_to_double(int v)
 {
     return __hiloint2double(0x43300000, v ^ 0x80000000) - 4503601774854144.0;  // 2**52 + 2**31
 }
+
+// 2**e for -1022 <= e <= 1023, made from its bits. (CUDA's ldexp(1.0, e) is not folded into a
+// constant even where e is one: four multiplications and about a dozen integer instructions.)
+__device__ __forceinline__ double pow2(int e) { return __hiloint2double((e + 1023) << 20, 0); }
 
 // x 2**k, correctly rounded (a multiplication where 2**k is a normal double, else ldexp)
 __device__ __forceinline__ double scale2(double x, int k)

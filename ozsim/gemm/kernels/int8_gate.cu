@@ -71,7 +71,7 @@ int8_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, i
     for (int c = 0; c < K; ++c) {
 #pragma unroll
         for (int part = 0; part < 2; ++part) {
-            double r = ldexp(part ? x[c].y : x[c].x, BITS - e);  // exact, |r| < 2**BITS
+            double r = scale2(part ? x[c].y : x[c].x, BITS - e);  // exact, |r| < 2**BITS
 #pragma unroll
             for (int j = 0; j < S; ++j) {
                 // rint by the magic constant (|r| <= 2**BITS + 1): exact, ties to even
@@ -104,14 +104,14 @@ int8_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, i
             }
             const int i1 = float_to_small(p1), i2 = float_to_small(p2), i3 = float_to_small(p3);
             const double re = small_to_double(i1 - i2), im = small_to_double(i3 - i1 - i2);  // exact
-            const double w = ldexp(1.0, -t * BITS);
+            const double w = pow2(-t * BITS);
             // acc + P_t 2**(-t BITS): the product is exact, so a fused multiply-add rounds once,
             // as the CPU's multiply-then-add does
             ar = (t == S + 1) ? re * w : fma(re, w, ar);
             ai = (t == S + 1) ? im * w : fma(im, w, ai);
         }
         const int sh = a_exp[row] + e;
-        psi[base + member_offset(row, pos)] = make_double2(ldexp(ar, sh), ldexp(ai, sh));
+        psi[base + member_offset(row, pos)] = make_double2(scale2(ar, sh), scale2(ai, sh));
     }
 }
 

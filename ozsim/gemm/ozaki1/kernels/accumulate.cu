@@ -1,6 +1,8 @@
 // Scheme I, stage "accumulate" (ozsim.gemm.ozaki1.cuda.int8_zgemm_gpu): the INT32 slice
 // products summed into the complex128 result in the CPU's order. No options.
 
+#include "../../kernels/exact_int.cuh"  // (pow2, scale2)
+
 // out[i, j] = ldexp(acc, eA[i] + eB[j]) with acc = sum over groups, t = s+1 down to 2, of
 // P_t * 2**(-t bits), in that order (the CPU's _accumulate). prod holds G INT32 planes
 // (2mp, 2nbp) (row stride 2nbp; A's imaginary rows from mp, B's imaginary columns from nbp);
@@ -32,7 +34,7 @@ extern "C" __global__ void oz_accumulate(
                 ++g;
             } while (g < G && gt[g] == t);
             const double re = (double)(rr - ii), im = (double)(ri + ir);  // exact integers
-            const double w = ldexp(1.0, -t * bits);
+            const double w = pow2(-t * bits);
             if (first) {
                 ar = __dmul_rn(re, w); ai = __dmul_rn(im, w); first = false;
             } else {
@@ -40,6 +42,6 @@ extern "C" __global__ void oz_accumulate(
             }
         }
         const int e = eA[i] + eB[j];
-        out[i * so_r + j * so_c] = make_double2(ldexp(ar, e), ldexp(ai, e));
+        out[i * so_r + j * so_c] = make_double2(scale2(ar, e), scale2(ai, e));
     }
 }

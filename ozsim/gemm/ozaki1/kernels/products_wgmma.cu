@@ -126,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) oz_gemm_acc(
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-    const double w = ldexp(1.0, -bits);
+    const double w = pow2(-bits);
     int d[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) d[i] = 0;
@@ -180,8 +180,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) oz_gemm_acc(
                     const int col = n0 + 8 * j + 2 * (lane & 3) + e;
                     if (col < nb) {
                         const int ex = ea + eB[col];
-                        orow[col * so_c] = make_double2(ldexp(S[4 * j + e], ex),
-                                                        ldexp(S[4 * j + 2 + e], ex));
+                        orow[col * so_c] = make_double2(scale2(S[4 * j + e], ex),
+                                                        scale2(S[4 * j + 2 + e], ex));
                     }
                 }
             }

@@ -8,6 +8,8 @@
 #error "scheme II kernels need -DNFRAC and -DLBITS (ozsim.gemm.ozaki2.moduli)"
 #endif
 
+#include "../../kernels/exact_int.cuh"  // (pow2, scale2)
+
 #define DMAX 1.7976931348623157e308
 #define EMIN_ (-2147483647 - 1)
 // (y + RMAGIC) - RMAGIC = rint(y) for |y| < 2**51 (two FP64 adds instead of a conversion-unit
@@ -27,9 +29,6 @@ __device__ __forceinline__ double symmod(double x, double p, double ip, double h
     return r;
 }
 
-// x * 2**e as ldexp does (exact, or correctly rounded on underflow), by one multiplication
-// where 2**e is a normal number
-__device__ __forceinline__ double pow2(int e) { return __hiloint2double((e + 1023) << 20, 0); }
 
 // Column c's place in its aligned group of 32 in the permuted u (products_wgmma.cu's stores
 // without their quad transpose), and the column at a place: bits 1-2 and 3-4 of t (0 <= t < 32)
@@ -57,7 +56,7 @@ __device__ __forceinline__ double crt_quotient(const double (&dd)[L], const W& q
 template <int L, typename P>
 __device__ __forceinline__ double crt_value(double (&dd)[L], double qq, const P& lp)
 {
-    const double radix = ldexp(1.0, LBITS), iradix = ldexp(1.0, -LBITS);
+    const double radix = pow2(LBITS), iradix = pow2(-LBITS);
 #pragma unroll
     for (int c = 0; c < L; ++c) dd[c] -= qq * lp[c];  // exact
 #pragma unroll
@@ -68,7 +67,7 @@ __device__ __forceinline__ double crt_value(double (&dd)[L], double qq, const P&
     }
     double v = dd[0];
 #pragma unroll
-    for (int c = 1; c < L; ++c) v = dd[c] * ldexp(1.0, LBITS * c) + v;  // exact
+    for (int c = 1; c < L; ++c) v = dd[c] * pow2(LBITS * c) + v;  // exact
     return v;
 }
 

@@ -223,7 +223,7 @@ __device__ __forceinline__ void finish_body(
                                   : j0 + col;
         if (j >= nb) continue;
         const int sh = sha + fb[j];
-        out[i * so_r + j * so_c] = make_double2(ldexp(res[0][col], sh), ldexp(res[1][col], sh));
+        out[i * so_r + j * so_c] = make_double2(scale2(res[0][col], sh), scale2(res[1][col], sh));
     }
 }
 

@@ -157,7 +157,7 @@ extern "C" __global__ void __launch_bounds__(256) crt_finish_tc(
         const long long j = column(s0);
         if (j < nb) {
             const int sh = sha + e;
-            out[i * so_r + j * so_c] = make_double2(ldexp(res[0], sh), ldexp(res[1], sh));
+            out[i * so_r + j * so_c] = make_double2(scale2(res[0], sh), scale2(res[1], sh));
         }
     };
     unsigned wa[2][4], wb[2][4];
