@@ -38,12 +38,6 @@
 
 #include "crt_gate.cuh"
 
-#if !Q_FROM_LIMBS
-#error "crt_gate_exact.cu's tie path takes crt_finish's quotient from the digit sums"
-#endif
-#if NLIMB > 3
-#error "crt_gate_exact.cu takes P of at most 3 digits (gA + gB <= 118: up to 15 moduli)"
-#endif
 #ifndef TBITS
 #define TBITS 29
 #endif
@@ -51,70 +45,8 @@
 // A' of the gate, [product][row][k][h, l, h + l]: the limbs of Re A', Im A', Re A' + Im A'
 __constant__ int a_limbs[3 * K * K * 3];
 __constant__ int a_f[K];
-// per modulus: q_p = (P / p)**-1 mod p (the CRT weight), and 2**(LBITS c) mod p, c = 1..L-1
-__constant__ int crt_q[NMOD], crt_pow[NMOD * (NLIMB > 1 ? NLIMB - 1 : 1)];
 #include "crt_column.cuh"
-
-typedef __int128 i128;
-
-// crt_value's sum of the digits of C' (NLIMB <= 3 of them, the lower ones balanced; d1, d2 zero
-// past NLIMB) by way of u_p = q_p C' mod p in [0, p) and the digit sums of the CRT, as the
-// residue kernels make them (crt_gate.cu): the tie path of exact_value
-__device__ __noinline__ double value_from_residues(long long d0, long long d1, long long d2)
-{
-    const long long dig[3] = {d0, d1, d2};
-    double dd[NLIMB];
-#pragma unroll
-    for (int c = 0; c < NLIMB; ++c) dd[c] = 0.0;
-    for (int l = 0; l < NMOD; ++l) {
-        const long long p = (long long)mod_p[l];
-        long long r = ((dig[0] % p) + p) % p;
-#pragma unroll
-        for (int c = 1; c < NLIMB; ++c)
-            r = (r + (((dig[c] % p) + p) % p) * crt_pow[l * (NLIMB - 1) + c - 1]) % p;
-        const double u = (double)((r * crt_q[l]) % p);
-#pragma unroll
-        for (int c = 0; c < NLIMB; ++c) dd[c] = fma(u, crt_m[l * NLIMB + c], dd[c]);  // exact
-    }
-    return crt_finish(0.0, dd);
-}
-
-// The digit offsets: sum_c 2**(LBITS c + LBITS - 1) over the balanced digits c < NLIMB - 1
-__device__ __forceinline__ i128 digit_bias()
-{
-    i128 b = 0;
-#pragma unroll
-    for (int c = 0; c + 1 < NLIMB; ++c) b += (i128)1 << (LBITS * c + LBITS - 1);
-    return b;
-}
-
-// C' rounded to FP64 as crt_value rounds it (|C'| < P/2): with E = C' + digit_bias(), the
-// balanced digits are d_c = bits [LBITS c, LBITS (c + 1)) of E less 2**(LBITS - 1) for c < L - 1
-// (a tie, d_c = -2**(LBITS - 1), where those bits are zero), the top one E >> (LBITS (L - 1));
-// each made a double exactly from its bits (the 2**52 trick), then crt_value's sum
-__device__ __forceinline__ double exact_value(i128 c, bool force_residues = false)
-{
-    const i128 e = c + digit_bias();
-    double v = 0.0;
-    bool tie = false;
-    long long dig[3] = {0, 0, 0};
-#pragma unroll
-    for (int i = 0; i + 1 < NLIMB; ++i) {
-        const unsigned long long bits = (unsigned long long)(e >> (LBITS * i)) &
-                                        ((1ull << LBITS) - 1);
-        tie |= bits == 0;
-        dig[i] = (long long)bits - (1LL << (LBITS - 1));
-        const double di = __hiloint2double(0x43300000 | (int)(bits >> 32), (int)bits) -
-                          (0x1p52 + (double)(1LL << (LBITS - 1)));  // exact
-        v = i ? di * pow2(LBITS * i) + v : di;  // as crt_value
-    }
-    dig[NLIMB - 1] = (long long)(e >> (LBITS * (NLIMB - 1)));  // |top| < 2**51
-    const double top = __longlong_as_double(0x4338000000000000LL + dig[NLIMB - 1]) -
-                       6755399441055744.0;  // 1.5 * 2**52: exact
-    v = NLIMB > 1 ? top * pow2(LBITS * (NLIMB - 1)) + v : top;
-    if (tie || force_residues) return value_from_residues(dig[0], dig[1], dig[2]);
-    return v;
-}
+#include "crt_exact.cuh"
 
 #ifndef KARATSUBA  // hl by Karatsuba's (h + l)(h' + l') - h h' - l l': 3 multiplies a product
 #define KARATSUBA 1  // instead of 4
