@@ -311,21 +311,21 @@ def test_exact_products_round_as_the_crt_reconstruction(num_moduli):
         assert any(naive(v) != w for v, w in zip(vals, want)), "no tie that the digits miss"
 
 
-@pytest.mark.gpu
-def test_small_gates_take_exact_products_up_to_15_moduli(monkeypatch):
-    """d <= 3 with up to 15 moduli runs crt_gate_exact.cu (16 moduli: the residue kernels), = CPU
-    bitwise on adversarial columns: equal magnitudes under a Walsh-Hadamard gate (the largest
-    limb sums), amplitudes near 2**-1074 and 2**1000 (the scalings past 2**1023), zero groups."""
+def _check_kernel_takes(monkeypatch, kernel, qubit_counts):
+    """Gates of each d in qubit_counts with up to 15 moduli run onepass.<kernel> (16 moduli: the
+    residue kernels), = CPU bitwise on adversarial columns: equal magnitudes under a
+    Walsh-Hadamard gate (the largest sums), amplitudes near 2**-1074 and 2**1000 (the scalings
+    past 2**1023), zero groups."""
     cp = cupy_or_skip()
     from ozsim.gemm import zgemm
     from ozsim.gemm.ozaki2 import onepass
 
     calls = []
-    real = onepass._apply_exact
-    monkeypatch.setattr(onepass, "_apply_exact", lambda *a: calls.append(1) or real(*a))
+    real = getattr(onepass, kernel)
+    monkeypatch.setattr(onepass, kernel, lambda *a: calls.append(1) or real(*a))
     n = 10
     rng = np.random.default_rng(3)
-    for d in (1, 2, 3):
+    for d in qubit_counts:
         h = np.array([[1.0]])
         for _ in range(d):
             h = np.kron(h, np.array([[1.0, 1.0], [1.0, -1.0]]) / np.sqrt(2))
@@ -335,7 +335,7 @@ def test_small_gates_take_exact_products_up_to_15_moduli(monkeypatch):
                   * rng.choice([1, -1, 1j, -1j], 1 << n),
                   np.where(rng.random(1 << n) < 0.1, 0, 1e300 * (rng.random(1 << n) - 0.5))
                   .astype(complex)]
-        for backend, exact in (("int8-crt15", True), ("int8-crt-auto", True),
+        for backend, taken in (("int8-crt15", True), ("int8-crt-auto", True),
                                ("int8-crt16", False)):
             for u in gates:
                 for psi0 in states:
@@ -345,7 +345,7 @@ def test_small_gates_take_exact_products_up_to_15_moduli(monkeypatch):
                     sv._buf[...] = cp.asarray(psi0)
                     sv.apply(registry.parse(backend).scheme.prepare(cp.asarray(u)), qubits,
                              backend=backend, T=0)
-                    assert bool(calls) == exact, (d, backend)
+                    assert bool(calls) == taken, (d, backend)
                     axes = [n - 1 - q for q in reversed(qubits)]
                     rest = [a for a in range(n) if a not in axes]
                     b = np.ascontiguousarray(np.transpose(psi0.reshape((2,) * n), axes + rest)
@@ -353,6 +353,62 @@ def test_small_gates_take_exact_products_up_to_15_moduli(monkeypatch):
                     c = zgemm(u, b, backend=backend, T=0)
                     want = np.transpose(c.reshape((2,) * n), np.argsort(axes + rest)).reshape(-1)
                     np.testing.assert_array_equal(sv.to_numpy(), want)
+
+
+@pytest.mark.gpu
+def test_small_gates_take_exact_products_up_to_15_moduli(monkeypatch):
+    """d <= 3 (outside onepass.SLICE_QUBITS) with up to 15 moduli runs crt_gate_exact.cu."""
+    cupy_or_skip()
+    from ozsim.gemm.ozaki2 import onepass
+
+    _check_kernel_takes(monkeypatch, "_apply_exact",
+                        [d for d in (1, 2, 3) if d not in onepass.SLICE_QUBITS])
+
+
+@pytest.mark.gpu
+def test_gates_of_3_to_6_qubits_take_byte_slice_products_up_to_15_moduli(monkeypatch):
+    """d in onepass.SLICE_QUBITS with up to 15 moduli runs crt_gate_slices.cu (exact INT8
+    products of all 64 byte-slice pairs); with the slice kernel switched off, d = 3 takes the
+    exact-product kernel again."""
+    cupy_or_skip()
+    from ozsim.gemm.ozaki2 import onepass
+
+    assert onepass.SLICE_QUBITS
+    _check_kernel_takes(monkeypatch, "_apply_slices", sorted(onepass.SLICE_QUBITS))
+    if 3 in onepass.SLICE_QUBITS:
+        monkeypatch.setattr(onepass, "SLICE_QUBITS", onepass.SLICE_QUBITS - {3})
+        _check_kernel_takes(monkeypatch, "_apply_exact", [3])
+
+
+@pytest.mark.gpu
+def test_byte_slice_gate_takes_every_launch_it_is_measured_with(monkeypatch):
+    """crt_gate_slices.cu under each block shape and prefetch setting that SLICE_LAUNCH was
+    chosen from gives the residue kernels' bits (random Haar gates and states, 15 moduli)."""
+    cp = cupy_or_skip()
+    from ozsim.gemm.ozaki2 import onepass
+
+    rng = np.random.default_rng(12)
+    n = 12
+    for d in sorted(onepass.SLICE_QUBITS):
+        u = haar_unitary(1 << d, rng)
+        psi0 = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+        qubits = tuple(int(q) for q in rng.choice(n, d, replace=False))
+        prep = registry.parse("int8-crt15").scheme.prepare(cp.asarray(u))
+
+        def run():
+            sv = StateVector(n, cp)
+            sv._buf[...] = cp.asarray(psi0)
+            sv.apply(prep, qubits, backend="int8-crt15", T=0)
+            return sv.to_numpy()
+
+        monkeypatch.setattr(onepass, "SLICE_QUBITS", frozenset())
+        want = run()
+        monkeypatch.setattr(onepass, "SLICE_QUBITS", frozenset({d}))
+        for launch in ((128, 1), (256, 1), (256, 2), (512, 1)):
+            for prefetch in (0, 1):
+                monkeypatch.setitem(onepass.SLICE_LAUNCH, d, launch)
+                monkeypatch.setitem(onepass.SLICE_OPTIONS, d, (f"-DPREFETCH={prefetch}",))
+                np.testing.assert_array_equal(run(), want, err_msg=f"d={d} {launch} {prefetch}")
 
 
 @pytest.mark.gpu

@@ -187,7 +187,10 @@ class Scheme:
 # 2-qubit gates as 3-qubit ones (pad_gates: its CUDA-core kernels took 3.1 / 4.8 and 16.5 / 6.5
 # there), so d = 1, 2 cost what d = 3 does; scheme II takes d <= 3 by exact integer products
 # (crt_gate_exact.cu, up to 15 moduli): 1.58, 1.87, 2.92 on an H200 against 3.76 for the
-# padded or 3-qubit tensor-core gate (the column scaled by those ratios: 1.5, 1.75, 2.75).
+# padded or 3-qubit tensor-core gate (the column scaled by those ratios: 1.5, 1.75, 2.75), and
+# d = 3..6 by byte-slice products on the tensor cores (crt_gate_slices.cu, up to 15 moduli):
+# 2.61, 2.49, 3.17, 5.07 on an H200 against 2.68, 4.08, 4.63, 5.87 for the kernels before (the
+# column scaled by those ratios: 2.7, 2.25, 2.85, 4.35).
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native",
@@ -238,7 +241,7 @@ SCHEMES: tuple[Scheme, ...] = (
         devices=("cpu", "gpu"),
         costs={"cpu": CostModel(1.0e10, 5.0e9, 390, 2e-4, 8, 32e6, 4e10),
                "gpu": CostModel(3.35e12, 6.0e13, 17, 1e-4, 12, one_pass_qubits=6,
-                                one_pass_passes=(1.5, 1.75, 2.75, 3.7, 4.15, 5.05))},
+                                one_pass_passes=(1.5, 1.75, 2.7, 2.25, 2.85, 4.35))},
         accuracy="N moduli keep gamma(N) bits per product; int8-crt-auto: T in bits (>= 0), "
                  "T = 0: norm-wise error bound no larger than FP64's",
         reference="Ozaki, Uchino, Imamura, arXiv:2504.08009 (2025); Uchino et al. (complex)",

@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import math
 
+from .moduli import crt_constants
 from .scheme import CRTPlan, fixed_plan
 
-__all__ = ["EXACT_LIMB_BITS", "EXACT_QUBITS", "exact_applies", "exact_limb_bounds",
-           "padded_qubits"]
+__all__ = ["EXACT_LIMB_BITS", "EXACT_QUBITS", "SLICE_MAX_QUBITS", "exact_applies",
+           "exact_limb_bounds", "padded_qubits", "slices_apply"]
 
 #: Largest gate of the exact-product kernel: its products cost ``12 * 2**d`` 32 x 32 -> 64-bit
 #: multiply-adds an amplitude (at d = 4 more than the tensor-core kernel's residues and CRT sums).
 EXACT_QUBITS = 3
+#: Largest gate of the byte-slice kernel (``crt_gate_slices.cu``: ``64 * 2**d / 16`` INT8
+#: products an amplitude, A's fragments ``2**(2d + 4)`` bytes of shared memory).
+SLICE_MAX_QUBITS = 6
 #: Bits of the kernel's low limbs (its ``-DTBITS``).
 EXACT_LIMB_BITS = 29
 #: The gate size a scheme II gate of fewer qubits is padded to where the exact-product kernel
@@ -76,6 +80,19 @@ def exact_applies(d: int, plan: CRTPlan) -> bool:
     b = exact_limb_bounds(d, plan.bits_a, plan.bits_b)
     return b["mid"] < 1 << 31 and max(b["hh"], b["hl"], b["ll"]) < 1 << 63
 
+
+
+def slices_apply(d: int, plan: CRTPlan) -> bool:
+    """Whether ``crt_gate_slices.cu`` can apply a d-qubit gate under ``plan``: ``3 <= d <=``
+    :data:`SLICE_MAX_QUBITS`, every scaled integer of A and B within ``2**62`` (8 balanced
+    bytes; an entry is at most its row's or column's norm, below ``2**g + 2**8``) and ``C'``
+    within 128 bits (``P`` of at most 3 digits of ``LIMB_BITS``: up to 15 moduli). The level
+    sums of its slice products stay below ``8 * 2**(d+1) * 128**2 <= 2**24`` at d = 6."""
+    if not 3 <= d <= SLICE_MAX_QUBITS:
+        return False
+    limit = 1 << 62
+    return ((1 << plan.bits_a) + 256 <= limit and (1 << plan.bits_b) + 256 <= limit
+            and crt_constants(plan.num_moduli).num_limbs <= 3)
 
 
 def padded_qubits(count: int | None, d: int) -> int:

@@ -83,10 +83,10 @@ import numpy as np
 
 from ...errors import NonFiniteError
 from .. import _mma_gate
-from .._gpu import _sms, raw_module
+from .._gpu import _sms, persistent_grid, raw_module
 from .cuda import prepared_residues
 from .exact_gate import EXACT_LIMB_BITS as _EXACT_LIMB_BITS
-from .exact_gate import exact_applies
+from .exact_gate import exact_applies, slices_apply
 from .gate_tables import PIECE_BITS as _PIECE_BITS
 from .gate_tables import upload_tables
 from .moduli import LIMB_BITS, NORM_FRAC_BITS, crt_constants
@@ -129,6 +129,7 @@ _DIGITS, _DIGIT_BITS, _DIGIT_MAX_BITS = 8, 8, 62
 _KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 _SOURCE = _KERNELS / "crt_gate.cu"
 _EXACT_SOURCE = _KERNELS / "crt_gate_exact.cu"
+_SLICES_SOURCE = _KERNELS / "crt_gate_slices.cu"
 _MMA_SOURCE = _KERNELS / "crt_gate_mma.cu"
 _MEMCPY_H2D, _MEMCPY_D2D = 1, 3
 
@@ -206,35 +207,116 @@ def _exact_module(d: int, num_moduli: int, rounding: bool, device: int, test: bo
         f"-DTBITS={_EXACT_LIMB_BITS}", f"-DNFRAC={NORM_FRAC_BITS}", f"-DLBITS={LIMB_BITS}",
         f"-DTHREADS={launch[0]}", f"-DMIN_BLOCKS={launch[1]}", f"-DKARATSUBA={int(karatsuba)}")
         + (("-DEXACT_TEST",) if test else ()))
+    _upload_exact_tables(mod, num_moduli)
+    return mod
+
+
+def _upload_exact_tables(mod, num_moduli: int) -> None:
+    """``crt_gate.cuh``'s tables and ``crt_exact.cuh``'s (the CRT weights ``q_p`` and
+    ``2**(LIMB_BITS c) mod p`` of its tie path) in ``mod``."""
+    const = crt_constants(num_moduli)
     upload_tables(mod, num_moduli)
     pows = [pow(2, LIMB_BITS * c, p) for p in const.moduli for c in range(1, const.num_limbs)]
     for name, host in (("crt_q", const.weights), ("crt_pow", pows or [0])):
         host = np.ascontiguousarray(host, dtype=np.int32)
         cp.cuda.runtime.memcpy(mod.get_global(name).ptr, host.ctypes.data, host.nbytes,
                                _MEMCPY_H2D)
-    return mod
+
+
+def _scaled_gate(prep, plan):
+    """The gate's scaled integers ``A' = rnd(ldexp(A, gA - fA))`` (as the residues take them):
+    ``(Re A', Im A')``, ``(K, K)`` int64 CuPy arrays."""
+    shift = (plan.bits_a - cp.asarray(prep.norm_exponents, dtype=cp.int32))[:, None]
+    rnd = cp.rint if plan.rounding else cp.trunc
+
+    def scaled(x):  # exact: a power-of-two scaling, then the scheme's one rounding
+        return rnd(cp.ldexp(cp.ascontiguousarray(x, dtype=cp.float64), shift)).astype(cp.int64)
+
+    return scaled(prep.matrix.real), scaled(prep.matrix.imag)
 
 
 def exact_limbs(prep, plan):
-    """The gate's scaled integers ``A' = rnd(ldexp(A, gA - fA))`` (as the residues take them)
-    in ``crt_gate_exact.cu``'s limbs: ``(3, K, K, 3)`` int32, ``[Re A', Im A', Re A' + Im A']``
-    by ``[high, low, high + low]``, cached on ``prep`` per plan."""
+    """The gate's scaled integers (:func:`_scaled_gate`) in ``crt_gate_exact.cu``'s limbs:
+    ``(3, K, K, 3)`` int32, ``[Re A', Im A', Re A' + Im A']`` by ``[high, low, high + low]``,
+    cached on ``prep`` per plan."""
     cache = prep.__dict__.setdefault("_exact_limbs", {})
     key = (plan.bits_a, plan.rounding)
     limbs = cache.get(key)
     if limbs is None:
-        shift = (plan.bits_a - cp.asarray(prep.norm_exponents, dtype=cp.int32))[:, None]
-        rnd = cp.rint if plan.rounding else cp.trunc
-
-        def scaled(x):  # exact: a power-of-two scaling, then the scheme's one rounding
-            return rnd(cp.ldexp(cp.ascontiguousarray(x, dtype=cp.float64), shift)).astype(cp.int64)
-
-        ar, ai = scaled(prep.matrix.real), scaled(prep.matrix.imag)
+        ar, ai = _scaled_gate(prep, plan)
         v = cp.stack([ar, ai, ar + ai])
         hi, lo = v >> _EXACT_LIMB_BITS, v & ((1 << _EXACT_LIMB_BITS) - 1)
         limbs = cache[key] = cp.ascontiguousarray(
             cp.stack([hi, lo, hi + lo], axis=-1).astype(cp.int32))
     return limbs
+
+
+def balanced_bytes(v):
+    """The 8 balanced bytes of integers ``|v| <= 2**62``: ``(8,) + v.shape`` int8 ``b`` with
+    ``sum_i b[i] 2**(8 i) = v``, ``b[i]`` in ``[-128, 127]`` (byte ``i`` of ``v + 0x80..80``
+    less 128, as ``crt_gate.cuh``'s ``balanced_bytes``)."""
+    w = v.astype(cp.uint64) + cp.uint64(0x8080808080808080)
+    return cp.stack([((w >> cp.uint64(8 * i)) & cp.uint64(0xFF)).astype(cp.int16) - 128
+                     for i in range(8)]).astype(cp.int8)
+
+
+def slice_fragments(prep, plan):
+    """The real embedding ``[[Re A', -Im A'], [Im A', Re A']]`` of the gate's scaled integers
+    (:func:`_scaled_gate`) in 8 balanced-byte slices (``-Im A'`` sliced as an integer of its
+    own) as ``crt_gate_slices.cu``'s A fragments: ``(8, K / 8, KD / 32, 32, 4)`` uint32
+    (:func:`ozsim.gemm._mma_gate.row_fragments`), cached on ``prep`` per plan."""
+    cache = prep.__dict__.setdefault("_slice_fragments", {})
+    key = (plan.bits_a, plan.rounding)
+    frags = cache.get(key)
+    if frags is None:
+        ar, ai = _scaled_gate(prep, plan)
+        sr, si, sn = balanced_bytes(ar), balanced_bytes(ai), balanced_bytes(-ai)
+        frags = cache[key] = _mma_gate.row_fragments(cp.concatenate([sr, sn], axis=2),
+                                                     cp.concatenate([si, sr], axis=2))
+    return frags
+
+
+#: Gates that take ``crt_gate_slices.cu`` where :func:`~ozsim.gemm.ozaki2.exact_gate.
+#: slices_apply` allows it.
+SLICE_QUBITS = frozenset({3, 4, 5, 6})
+#: ``crt_gate_slices.cu``'s block per d: (threads, least blocks an SM its registers must allow).
+#: H200, N = 30, 15 moduli, x copy floor: d = 3 2.61 (256 x 1: 2.64, 512: 2.62); d = 4 2.49
+#: (256 x 1: 2.58, 256 x 2: 2.60, 128: 2.65); d = 5 3.17 (128 registers; 256 x 1 at 154: 3.53,
+#: 256 x 2: 3.27); d = 6 5.07 (176 registers; 512 at 128: 5.51, 256 x 2: 6.60).
+SLICE_LAUNCH = {3: (256, 2), 4: (512, 1), 5: (512, 1), 6: (256, 1)}
+#: Extra ``-D`` options of ``crt_gate_slices.cu`` per d (none: the kernel's defaults).
+SLICE_OPTIONS: dict[int, tuple] = {}
+
+
+@functools.cache  # (the constant tables are uploaded once per module)
+def _slices_module(d: int, num_moduli: int, rounding: bool, device: int,
+                   launch: tuple[int, int], options: tuple = ()):
+    const = crt_constants(num_moduli)
+    mod = raw_module(_SLICES_SOURCE, (
+        "-std=c++17", "--device-int128", f"-DGATE_QUBITS={d}", f"-DNMOD={num_moduli}",
+        f"-DNLIMB={const.num_limbs}", f"-DROUND={int(rounding)}", f"-DNFRAC={NORM_FRAC_BITS}",
+        f"-DLBITS={LIMB_BITS}", f"-DTHREADS={launch[0]}", f"-DMIN_BLOCKS={launch[1]}")
+        + tuple(options))
+    _upload_exact_tables(mod, num_moduli)
+    return mod
+
+
+def _apply_slices(psi, prep, positions, plan, groups, flag):
+    d = len(positions)
+    threads = SLICE_LAUNCH[d][0]
+    mod = _slices_module(d, plan.num_moduli, plan.rounding, cp.cuda.Device().id,
+                         SLICE_LAUNCH[d], SLICE_OPTIONS.get(d, ()))
+    kernel = mod.get_function("crt_gate_slices")
+    frags = slice_fragments(prep, plan)
+    smem = frags.nbytes
+    if kernel.max_dynamic_shared_size_bytes < smem:
+        kernel.max_dynamic_shared_size_bytes = smem
+    fa = cp.ascontiguousarray(prep.norm_exponents, dtype=cp.int32)
+    tiles = -(-groups // 8)  # (8 groups a warp)
+    blocks = persistent_grid(kernel, threads, smem, -(-tiles // (threads // 32)))
+    kernel((blocks,), (threads,),
+           (psi, np.int64(groups), *_positions(positions), frags, fa, np.int32(plan.bits_b),
+            np.int32(plan.bits_a + plan.bits_b), flag), shared_mem=smem)
 
 
 def _apply_exact(psi, prep, positions, plan, groups, flag):
@@ -291,7 +373,9 @@ def apply(psi, prep, positions, plan, check_finite: bool = True) -> None:
     d = len(positions)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
-    if exact_applies(d, plan):  # (no residue module to build)
+    if d in SLICE_QUBITS and slices_apply(d, plan):  # (no residue module to build)
+        _apply_slices(psi, prep, positions, plan, groups, flag)
+    elif exact_applies(d, plan):
         _apply_exact(psi, prep, positions, plan, groups, flag)
     else:
         n_mod = plan.num_moduli

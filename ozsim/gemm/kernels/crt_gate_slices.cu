@@ -1,0 +1,257 @@
+// One-pass gate by Ozaki scheme II (int8-crt{N}, int8-crt-auto) for gates of d = 3..6 qubits and
+// plans whose integers fit (ozsim.gemm.ozaki2.exact_gate.slices_apply: up to 15 moduli), by exact
+// products of byte slices on the INT8 tensor cores: psi <- U psi, the same bits as
+// ozsim.gemm.ozaki2.scheme.int8_crt_zgemm.
+//
+// Scheme II's residues are one way to form its exact integer product C' = A' B'; C' then rounds
+// once (crt_value). Where the inner dimension is small the residues and their CRT sums are most
+// of the work (15 residues a scalar, 15 products and 45 FP64 multiply-adds an entry). Here C'
+// comes from the integers' balanced bytes instead (v = sum_i b_i 2**(8 i), b_i in [-128, 127],
+// 8 of them for |v| <= 2**62), as in Ozaki scheme I but with every slice pair kept, so exact:
+//   C' = sum_{i, j} 2**(8 (i + j)) A'_i B'_j, and level t = i + j, L_t = sum_{i + j = t} A'_i B'_j,
+// is one INT32 accumulator of mma.sync m16n8k32 products (|L_t| <= 8 KD 128**2 <= 2**24 at
+// KD = 2 K = 128: exact). A' is the real embedding [[Re A', -Im A'], [Im A', Re A']] of the
+// gate's scaled integers (rows as mma_gate.cuh orders them; -Im A' sliced as an integer of its
+// own), its 8 slices ready-made A fragments in shared memory (ozsim.gemm.ozaki2.onepass
+// slice_fragments). Per warp and tile of 8 amplitude groups (the columns of B), in registers:
+//   1. lane (g, tq) loads 2**d / 4 amplitudes of column g: members 16 c + 4 tq + i (d >= 4), the
+//      ones whose Re and Im its B fragments hold, so the slices need no shared memory (d = 3:
+//      members 4 (tq % 2) + i, Re for tq < 2, else Im; k 16..31 are zero); the column's norm
+//      exponent f (ozaki2.norm_exponents) over its 4 lanes; each scalar's integer v = rnd(ldexp(x,
+//      gB - f)) (rint, or trunc without ROUND) as 8 balanced bytes, transposed into B fragments;
+//   2. per m tile of 8 output members, 64 products a k step into the 15 level sums, folded
+//      exactly into C' as a 128-bit integer (fold_levels);
+//   3. C' rounded as crt_value rounds it (crt_exact.cuh, exact_value), ldexp by fA[row] + f -
+//      (gA + gB), written back in place.
+// Same bits as the CPU path. NaN or Inf in a column sets *flag and leaves the column as it was.
+//
+// Options: -DGATE_QUBITS=d (3..6) -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 -DTHREADS
+// -DMIN_BLOCKS and the scheme's constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli). Shared
+// memory (dynamic): A's fragments, 8 * (K / 8) * (KD / 32) * 512 bytes (d = 6: 128 KiB).
+
+#include "crt_gate.cuh"
+#include "gate_groups.cuh"
+#include "exact_int.cuh"
+#include "mma_s8.cuh"
+#include "crt_exact.cuh"
+
+#if GATE_QUBITS < 3 || GATE_QUBITS > 6
+#error "crt_gate_slices.cu takes gates of 3 to 6 qubits"
+#endif
+#define NSL 8                         // balanced bytes of an integer |v| <= 2**62
+#define NLEV (2 * NSL - 1)            // levels t = i + j of the slice products
+#define KD (2 * K < 32 ? 32 : 2 * K)  // the embedding's inner dimension, padded to the mma's k
+#define KS (KD / 32)                  // k steps
+#define MT (K / 8)                    // m tiles: 16 rows, Re and Im of 8 members
+#define GPL (K >= 16 ? K / 16 : 1)    // groups of 4 members a lane loads
+#ifndef THREADS
+#define THREADS 256
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+#ifndef PREFETCH  // the next tile's amplitudes loaded before this tile's products (H200, N = 30,
+#define PREFETCH (D == 3)  // 15 moduli, x copy floor: d = 3 2.74 -> 2.61 (256 threads, 2 blocks
+#endif  // an SM); d = 4 2.58 -> 2.88, 5 3.53 -> 3.44 (256 x 1: 200 registers; 3.17 without at
+        // 512 threads), 6 level (250 registers); same bits)
+#ifndef K16  // d = 3: m16n8k16 products (the embedding's 16 columns), not m16n8k32 with 16 zero
+#define K16 1  // columns (H200, N = 30, 15 moduli: 2.89x -> 2.66x the copy floor; same bits)
+#endif
+
+// mma.sync m16n8k16 s8 x s8 -> s32, c += a b: A's rows g, g + 8 at k 4 tq .. 4 tq + 3 (a.x, a.y
+// of the m16n8k32 fragment's first half), B's k 4 tq .. 4 tq + 3 of column g
+__device__ __forceinline__ void mma_s8_k16(int (&c)[4], const uint4& a, unsigned b0)
+{
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a.x), "r"(a.y), "r"(b0));
+}
+
+// The lane's amplitudes of column gc (zeros past the last group): members 16 c + 4 tq + i
+// (d >= 4) or 4 (tq % 2) + i (d = 3)
+__device__ __forceinline__ void fetch_lane(const double2* __restrict__ psi, long long gc,
+                                           long long groups, const int (&sorted)[D],
+                                           const long long* moff, int tq,
+                                           double2 (&x)[GPL][4], long long& base)
+{
+    const bool live = gc < groups;
+    base = live ? group_base(gc, sorted) : 0;
+#pragma unroll
+    for (int c = 0; c < GPL; ++c)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int m = D >= 4 ? 16 * c + 4 * tq + i : 4 * (tq & 1) + i;
+            x[c][i] = live ? psi[base + moff[m]] : make_double2(0.0, 0.0);
+        }
+}
+
+// The 4 x 4 byte transpose: o[j] byte i = w[i] byte j (slice j of scalars i = 0..3)
+__device__ __forceinline__ void transpose_bytes(const unsigned (&w)[4], unsigned* o)
+{
+    const unsigned t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);
+    const unsigned t2 = __byte_perm(w[2], w[3], 0x5140), t3 = __byte_perm(w[2], w[3], 0x7362);
+    o[0] = __byte_perm(t0, t2, 0x5410);
+    o[1] = __byte_perm(t0, t2, 0x7632);
+    o[2] = __byte_perm(t1, t3, 0x5410);
+    o[3] = __byte_perm(t1, t3, 0x7632);
+}
+
+// C' = sum_t L_t 2**(8 t) from the level sums L_t = acc[t][v] (|L_t| <= 2**24): groups of four
+// levels as INT64 (|.| < 2**49), then 128 bits (|C'| < P/2 <= 2**119: the sum is C' itself)
+__device__ __forceinline__ i128 fold_levels(const int (&acc)[NLEV][4], int v)
+{
+    long long gr[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        long long s = 0;
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            if (4 * r + q < NLEV) s += (long long)acc[4 * r + q][v] * (1LL << (8 * q));
+        gr[r] = s;
+    }
+    return (i128)gr[0] + ((i128)gr[1] << 32) + ((i128)gr[2] << 64) + ((i128)gr[3] << 96);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+crt_gate_slices(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, int p3,
+                int p4, int p5, const uint4* __restrict__ a_frag, const int* __restrict__ a_f,
+                int gb, int gsum, int* __restrict__ flag)
+{
+    extern __shared__ uint4 smem[];  // A's fragments [slice][mt][ks][lane]
+    __shared__ long long moff[K];
+    for (int i = threadIdx.x; i < NSL * MT * KS * 32; i += THREADS) smem[i] = __ldg(a_frag + i);
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};  // bit j of the gate index at pos[j]
+    int sorted[D];
+    sort_positions(pos, sorted);
+    for (int c = threadIdx.x; c < K; c += THREADS) moff[c] = member_offset(c, pos);
+    __syncthreads();
+    const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+    const long long tiles = (groups + 7) / 8;
+    const long long step = (long long)gridDim.x * (THREADS / 32);
+    const long long first = (long long)blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5);
+    double2 x[GPL][4];
+    long long base;
+#if PREFETCH
+    if (first < tiles) fetch_lane(psi, first * 8 + g, groups, sorted, moff, tq, x, base);
+#endif
+    for (long long tile = first; tile < tiles; tile += step) {
+        // 1. the lane's amplitudes of column g, the column's scale, B's slice fragments
+        const long long gc = tile * 8 + g;
+        const bool live = gc < groups;
+#if !PREFETCH
+        fetch_lane(psi, gc, groups, sorted, moff, tq, x, base);
+#endif
+        double mx = 0.0;
+        int fin = 1;
+#pragma unroll
+        for (int c = 0; c < GPL; ++c)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                fin &= isfinite(x[c][i].x) && isfinite(x[c][i].y);
+                mx = fmax(mx, fmax(fabs(x[c][i].x), fabs(x[c][i].y)));
+            }
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+            mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            fin &= __shfl_xor_sync(0xffffffffu, fin, o);
+        }
+        int e;
+        frexp(mx, &e);
+        double s = 0.0;  // the exact sum of the squares of ceil(|x| 2**(NFRAC - e)) (any order)
+        if (D >= 4 || tq < 2)  // (d = 3: lanes tq and tq + 2 hold the same members)
+#pragma unroll
+            for (int c = 0; c < GPL; ++c)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const double qr = ceil(scale2_up(fabs(x[c][i].x), NFRAC - e));
+                    const double qi = ceil(scale2_up(fabs(x[c][i].y), NFRAC - e));
+                    s += qr * qr;
+                    s += qi * qi;
+                }
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        int bl;
+        frexp(s, &bl);
+        const int f = s > 0.0 ? e - NFRAC + (bl + 1) / 2 : 0;
+        if (live && !fin && tq == 0) atomicOr(flag, 1);
+        unsigned bw[NSL][KS][2];  // B's fragments: slice, k step, k half
+#pragma unroll
+        for (int c = 0; c < GPL; ++c)
+#pragma unroll
+            for (int part = 0; part < (D >= 4 ? 2 : 1); ++part) {
+                unsigned lo[4], hi[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const bool im = D >= 4 ? part == 1 : tq >= 2;
+                    const double y = scale2_up(im ? x[c][i].y : x[c][i].x, gb - f);
+                    const long long v = ROUND ? __double2ll_rn(y) : __double2ll_rz(y);
+                    balanced_bytes(v, lo[i], hi[i]);
+                }
+                unsigned sl[NSL];
+                transpose_bytes(lo, sl);
+                transpose_bytes(hi, sl + 4);
+                // the group's place in the embedding's k order (Re of member m at k = m, Im at
+                // K + m): k step p / 32, half (p % 32) / 16
+                const int p = D >= 4 ? part * K + 16 * c : 0;
+#pragma unroll
+                for (int j = 0; j < NSL; ++j) {
+                    bw[j][p / 32][(p % 32) / 16] = sl[j];
+                    if (D == 3) bw[j][0][1] = 0u;
+                }
+            }
+        // the columns this lane writes, 2 tq and 2 tq + 1: base, f, and whether to write
+        long long cbase[2];
+        int cf[2];
+        bool cok[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int src = 4 * (2 * tq + h);
+            cbase[h] = __shfl_sync(0xffffffffu, base, src);
+            cf[h] = __shfl_sync(0xffffffffu, f, src);
+            cok[h] = __shfl_sync(0xffffffffu, (int)(live && fin), src);
+        }
+#if PREFETCH
+        if (tile + step < tiles)
+            fetch_lane(psi, (tile + step) * 8 + g, groups, sorted, moff, tq, x, base);
+#endif
+        // 2.-3. per m tile: the level sums, C', its rounding, the write-back
+#pragma unroll 1
+        for (int mt = 0; mt < MT; ++mt) {
+            int acc[NLEV][4];
+#pragma unroll
+            for (int t = 0; t < NLEV; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0;
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+                for (int i = 0; i < NSL; ++i) {
+                    const uint4 a = smem[((i * MT + mt) * KS + ks) * 32 + lane];
+#pragma unroll
+                    for (int j = 0; j < NSL; ++j) {
+                        if (D == 3 && K16) mma_s8_k16(acc[i + j], a, bw[j][ks][0]);
+                        else mma_s8(acc[i + j], a, bw[j][ks][0], bw[j][ks][1]);
+                    }
+                }
+            const int member = 8 * mt + g;
+            const int fa = __ldg(a_f + member);
+            const long long off = moff[member];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                if (!cok[h]) continue;
+                const int sh = fa + cf[h] - gsum;
+                double vre = exact_value(fold_levels(acc, h));
+                double vim = exact_value(fold_levels(acc, 2 + h));
+                if (sh >= -1022 && sh <= 1023) {  // one power of two for both parts (scale2)
+                    const double m = pow2(sh);
+                    vre *= m;
+                    vim *= m;
+                } else {
+                    vre = ldexp(vre, sh);
+                    vim = ldexp(vim, sh);
+                }
+                psi[cbase[h] + off] = make_double2(vre, vim);
+            }
+        }
+    }
+}
