@@ -1,5 +1,6 @@
 // One-pass gate by Ozaki scheme II on INT8 tensor cores (int8-crt{N}, int8-crt-auto), d = 3..6:
-// psi <- U psi in place, in one read and one write of the state.
+// psi <- U psi in place, in one read and one write of the state. (With up to 15 moduli these
+// gates take crt_gate_slices.cu's exact byte-slice products instead: ozsim.gemm.ozaki2.onepass.)
 //
 // The same numbers as ozsim.gemm.ozaki2.scheme.int8_crt_zgemm on U (the A operand: its weighted
 // residues q_p [Ar, Ai] mod p, made once per gate into mma fragments) and the state viewed as

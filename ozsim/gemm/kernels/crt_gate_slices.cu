@@ -54,6 +54,9 @@
 #define PREFETCH (D == 3)  // 15 moduli, x copy floor: d = 3 2.74 -> 2.61 (256 threads, 2 blocks
 #endif  // an SM); d = 4 2.58 -> 2.88, 5 3.53 -> 3.44 (256 x 1: 200 registers; 3.17 without at
         // 512 threads), 6 level (250 registers); same bits)
+#ifndef NO_PAIRS  // fold_levels without its INT32 pairs (H200, N = 30, 15 moduli, x copy floor:
+#define NO_PAIRS 0  // with them d = 3 2.69 -> 2.52, d = 4 2.53 -> 2.37; same bits)
+#endif
 #ifndef K16  // d = 3: m16n8k16 products (the embedding's 16 columns), not m16n8k32 with 16 zero
 #define K16 1  // columns (H200, N = 30, 15 moduli: 2.89x -> 2.66x the copy floor; same bits)
 #endif
@@ -98,11 +101,20 @@ __device__ __forceinline__ void transpose_bytes(const unsigned (&w)[4], unsigned
     o[3] = __byte_perm(t1, t3, 0x7632);
 }
 
-// C' = sum_t L_t 2**(8 t) from the level sums L_t = acc[t][v] (|L_t| <= 2**24): groups of four
-// levels as INT64 (|.| < 2**49), then 128 bits (|C'| < P/2 <= 2**119: the sum is C' itself)
+// C' = sum_t L_t 2**(8 t) from the level sums L_t = acc[t][v] (|L_t| <= 8 KD 128**2 <= 2**24):
+// groups of four levels as INT64 (|.| < 2**49), then 128 bits (|C'| < P/2 <= 2**119: the sum
+// is C' itself). Where KD = 32 (d <= 4, |L_t| <= 2**22) pairs of levels first, in INT32 (|L_t +
+// 2**8 L_t+1| < 2**31: one multiply-add a pair)
 __device__ __forceinline__ i128 fold_levels(const int (&acc)[NLEV][4], int v)
 {
     long long gr[4];
+#if KD == 32 && !NO_PAIRS
+    int w[NSL];
+#pragma unroll
+    for (int q = 0; q < NSL; ++q) w[q] = acc[2 * q][v] + (2 * q + 1 < NLEV ? acc[2 * q + 1][v] * 256 : 0);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) gr[r] = (long long)w[2 * r] + (long long)w[2 * r + 1] * 65536;
+#else
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
         long long s = 0;
@@ -111,6 +123,7 @@ __device__ __forceinline__ i128 fold_levels(const int (&acc)[NLEV][4], int v)
             if (4 * r + q < NLEV) s += (long long)acc[4 * r + q][v] * (1LL << (8 * q));
         gr[r] = s;
     }
+#endif
     return (i128)gr[0] + ((i128)gr[1] << 32) + ((i128)gr[2] << 64) + ((i128)gr[3] << 96);
 }
 

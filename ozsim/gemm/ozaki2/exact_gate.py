@@ -1,12 +1,15 @@
-"""Which gates scheme II's exact-product kernel takes (``ozsim/gemm/kernels/crt_gate_exact.cu``).
+"""Which gates scheme II's exact-product kernels take (``ozsim/gemm/kernels/crt_gate_exact.cu``,
+``crt_gate_slices.cu``).
 
-For a gate of ``d <= 3`` qubits the one-pass kernel forms each entry of scheme II's integer
-product ``C' = A' B'`` (:mod:`ozsim.gemm.ozaki2.scheme`, steps 2 and 5) directly, as a sum of
-``2 * 2**d`` products of the scaled integers in 64-bit integer arithmetic, instead of from its
-residues; the CRT's rounding of ``C'`` is then applied to the exact integer (same bits). This
-module holds the host-side rule, importable without CuPy: the bounds that keep the kernel's
-integers in range (:func:`exact_limb_bounds`), the plans it takes (:func:`exact_applies`) and
-the padding rule of the backend registry (:func:`padded_qubits`).
+For a gate of ``d <= 3`` qubits the first one-pass kernel forms each entry of scheme II's
+integer product ``C' = A' B'`` (:mod:`ozsim.gemm.ozaki2.scheme`, steps 2 and 5) directly, as a
+sum of ``2 * 2**d`` products of the scaled integers in 64-bit integer arithmetic, instead of from
+its residues; the second, for ``d = 3..6``, from INT8 products of the integers' balanced bytes
+(all 64 slice pairs, exact). The CRT's rounding of ``C'`` is then applied to the exact integer
+(same bits). This module holds the host-side rule, importable without CuPy: the bounds that keep
+the kernels' integers in range (:func:`exact_limb_bounds`), the plans they take
+(:func:`exact_applies`, :func:`slices_apply`) and the padding rule of the backend registry
+(:func:`padded_qubits`).
 """
 
 from __future__ import annotations

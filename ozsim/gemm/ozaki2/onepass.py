@@ -10,9 +10,24 @@ the result in place (algorithm and exactness argument: ``ozsim/gemm/kernels/crt_
 one read and one write of the state, ``int8-crt-auto`` included (its number of moduli depends on
 the gate alone: :func:`ozsim.gemm.ozaki2.choose_plan`). Same bits as the CPU path.
 
-Three kernels:
+Four kernels:
 
-- ``d <= 3`` with up to 15 moduli (:func:`ozsim.gemm.ozaki2.exact_gate.exact_applies`):
+- ``d = 3..6`` with up to 15 moduli (:func:`ozsim.gemm.ozaki2.exact_gate.slices_apply`,
+  :data:`SLICE_QUBITS`): ``kernels/crt_gate_slices.cu``, exact products of byte slices on the
+  INT8 tensor cores, no residues either. Each scaled integer (below ``2**62``) is 8 balanced
+  bytes, and ``C' = sum_{i,j} 2**(8 (i + j)) A'_i B'_j`` with every slice pair kept: one
+  ``mma.sync`` m16n8k32 product (m16n8k16 at ``d = 3``) of the real embedding a pair, each level
+  ``i + j`` one INT32 accumulator (exact: below ``2**24``), the 15 levels folded into a 128-bit
+  ``C'`` and rounded as below. A warp takes 8 amplitude groups and each lane the members whose
+  real and imaginary parts its B fragments hold, so the state's slices never touch shared
+  memory; A's 8 slices are ready-made fragments there (:func:`slice_fragments`). About 10 warp
+  instructions an amplitude at ``d = 4`` where the residue kernel takes 22, and ``2**d / 16``
+  INT8 products (``d = 6``: 4, the INT8 rate bounds it). Same bits. H200, N = 30, 15 moduli:
+  2.61x, 2.49x, 3.17x, 5.07x the copy floor at d = 3..6 against 2.68x (the exact kernel below),
+  4.08x, 4.63x, 5.87x (the residue kernel) in the same kind of run (:data:`SLICE_LAUNCH`), then
+  2.52x and 2.37x at d = 3, 4 with the level sums paired in INT32 before the 128-bit fold.
+- ``d <= 2`` (``d = 3`` outside :data:`SLICE_QUBITS`) with up to 15 moduli
+  (:func:`ozsim.gemm.ozaki2.exact_gate.exact_applies`):
   ``kernels/crt_gate_exact.cu``, one thread per amplitude group on the CUDA cores, no residues
   at all. The scheme's integer product ``C' = A' B'`` is exact, and at ``k = 2**d <= 8`` each
   entry is a sum of ``2 k`` products of integers below ``2**60``: the kernel forms it in 64-bit
@@ -31,7 +46,7 @@ Three kernels:
   amplitude with N moduli and L digits of P: about ``2 N (NPIECE + 3 + 2 * 2**d)`` FP32 operations
   (residues and products) and ``2 N L`` FP64 multiply-adds (the CRT sums' digits; the quotient
   comes from them, ``crt_gate.cuh``, Q_FROM_LIMBS); the FP64 part is the larger one on an H100.
-- ``d = 3..6`` (``d = 3`` with 16 or more moduli): ``kernels/crt_gate_mma.cu`` on the INT8 tensor
+- ``d = 3..6`` with 16 or more moduli: ``kernels/crt_gate_mma.cu`` on the INT8 tensor
   cores (``mma.sync`` m16n8k32), one block of 16 warps an SM (:data:`_MMA_THREADS`) per tile of
   256 (``d = 3``), 128 (``d = 4``), 64 (``d = 5``) or 32 (``d = 6``) amplitude groups (four
   members a thread in the split: :data:`_SPLIT_MEMBERS`), its warps in groups that run their
@@ -60,17 +75,17 @@ Three kernels:
     At ``d = 4`` this form needs 8 KiB of A a modulus in shared memory, one block an SM, and runs slower (H100, N = 28, 15 moduli: 6.2x
     the copy floor against 4.5x).
 
-The tensor-core kernel, measured on an H200 (N = 30, 15 moduli, ``benchmarks/gate_bench.py``,
-2026-11-27; d = 3 now takes the exact-product kernel up to 15 moduli): 3.85x, 4.22x,
+The residue tensor-core kernel, measured on an H200 with 15 moduli, which it no longer takes
+(N = 30, ``benchmarks/gate_bench.py``, 2026-11-27): 3.85x, 4.22x,
 4.77x, 6.04x the copy floor at d = 3, 4, 5, 6 (an H100, before ``residue_byte``: 2.65x, 2.86x,
 3.62x, 4.17x), bound by the per-amplitude arithmetic rather than by memory: Nsight Compute finds
 the issue slots 59-78% busy and no pipe above 45%, about 14 instructions a modulus and entry
 (B's residues, the CRT sums' 3 FP64 multiply-adds and the reduction of each product mod p). The
 phases of a tile load different pipes (the split the integer and FP32 units and the tensor cores,
 the CRT sums the FP64 units), so the warp groups of a block run them apart. At d = 6 the GEMM
-path took 12.3x (9.2x padded to 7 qubits); in one pass, fusion takes QV-30 in 90 blocks of up to
-6 qubits (``benchmarks/RESULTS.md`` section 3: 4.23 s end to end, against the cuBLAS path's 3.31
-s).
+path took 12.3x (9.2x padded to 7 qubits). With the byte-slice kernel fusion takes QV-30 in 115
+blocks of up to 5 qubits (``benchmarks/RESULTS.md`` section 3: 2.93 s end to end, against the
+cuBLAS path's 3.26 s in the same run; 4.04 s on the residue kernel, in 6-qubit blocks).
 """
 
 from __future__ import annotations
