@@ -40,8 +40,9 @@ Writes ``benchmarks/results/gate_bench-<device>-<date>.json`` (``--json`` overri
 one table per N: milliseconds per gate and the multiple of the floor; on the GPU also the INT8
 GEMM rate R of the device (cuBLAS, 8192^3, in the same run) and each emulated row against its
 INT8 ceiling: its GEMM's INT8 operations (``2 s (s + 1)`` products for ``s`` slices, ``3 N``
-for ``N`` moduli, each ``2 * 2**(N + d)`` operations) at rate R (none for scheme II's gates of
-up to 3 qubits, made by exact integer products without INT8 products).
+for ``N`` moduli, each ``2 * 2**(N + d)`` operations) at rate R (scheme II's one-pass gates of 3
+to 6 qubits: 64 byte-slice products of the real embedding, 256 such products; none where its
+gates are made by exact integer products on the CUDA cores, without INT8 products).
 """
 
 from __future__ import annotations
@@ -175,11 +176,13 @@ def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None,
                        x_floor=sec / floor, applied_qubits=applied)
             info = None if method == "custatevec" else last.get("info")
             ceiling = ""
+            kernel = _crt_kernel(info, applied) if info is not None else None
             if (info is not None and int8_rate and (info.num_splits or info.num_moduli)
-                    and not _exact_products(info, applied)):
-                # INT8 operations of the GEMM: 2s(s+1) products (scheme I), 3N (scheme II)
+                    and kernel != "exact"):
+                # INT8 operations of the GEMM: 2s(s+1) products (scheme I), 3N (scheme II's
+                # residues), 64 real embeddings of 4 products each (its byte slices)
                 per = (2 * info.num_splits * (info.num_splits + 1) if info.num_splits
-                       else 3 * info.num_moduli)
+                       else 256 if kernel == "slices" else 3 * info.num_moduli)
                 row["int8_ops"] = per * 2.0 * 2.0 ** (n + applied)
                 row["ceiling_s"] = row["int8_ops"] / int8_rate
                 row["x_ceiling"] = sec / row["ceiling_s"]
@@ -207,15 +210,23 @@ def _grid(sel: list[dict], cell) -> list[str]:
     return out
 
 
-def _exact_products(info, d: int) -> bool:
-    """Whether scheme II applied this gate by exact integer products on the CUDA cores (no INT8
-    products: no INT8 ceiling; ``ozsim.gemm.ozaki2.exact_gate``)."""
+def _crt_kernel(info, d: int) -> str | None:
+    """Which scheme II one-pass kernel applied this GPU gate: ``"exact"`` (exact integer products
+    on the CUDA cores: no INT8 products, no INT8 ceiling), ``"slices"`` (exact products of byte
+    slices: 64 INT8 products of the real embedding), ``"residues"``, or None (not scheme II;
+    ``ozsim.gemm.ozaki2.exact_gate``, ``ozsim.gemm.ozaki2.onepass``)."""
     if not info.num_moduli or info.kept_bits is None:
-        return False
-    from ozsim.gemm.ozaki2.exact_gate import exact_applies
+        return None
+    from ozsim.gemm.ozaki2.exact_gate import exact_applies, slices_apply
     from ozsim.gemm.ozaki2.scheme import CRTPlan
 
-    return exact_applies(d, CRTPlan(info.num_moduli, *info.kept_bits))
+    plan = CRTPlan(info.num_moduli, *info.kept_bits)
+    if DEVICE != "cpu" and slices_apply(d, plan):
+        from ozsim.gemm.ozaki2 import onepass
+
+        if d in onepass.SLICE_QUBITS:
+            return "slices"
+    return "exact" if exact_applies(d, plan) else "residues"
 
 
 def ceiling_table(rows: list[dict], n: int) -> str:
