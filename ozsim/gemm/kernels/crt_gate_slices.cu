@@ -16,7 +16,8 @@
 // slice_fragments). Per warp and tile of 8 amplitude groups (the columns of B), in registers:
 //   1. lane (g, tq) loads 2**d / 4 amplitudes of column g: members 16 c + 4 tq + i (d >= 4), the
 //      ones whose Re and Im its B fragments hold, so the slices need no shared memory (d = 3:
-//      members 4 (tq % 2) + i, Re for tq < 2, else Im; k 16..31 are zero); the column's norm
+//      members 2 tq + i, the embedding's columns ordered Re, Im of each member: k = 2 m + part,
+//      one m16n8k16 step); the column's norm
 //      exponent f (ozaki2.norm_exponents) over its 4 lanes; each scalar's integer v = rnd(ldexp(x,
 //      gB - f)) (rint, or trunc without ROUND) as 8 balanced bytes, transposed into B fragments;
 //   2. per m tile of 8 output members, 64 products a k step into the 15 level sums, folded
@@ -43,7 +44,8 @@
 #define KD (2 * K < 32 ? 32 : 2 * K)  // the embedding's inner dimension, padded to the mma's k
 #define KS (KD / 32)                  // k steps
 #define MT (K / 8)                    // m tiles: 16 rows, Re and Im of 8 members
-#define GPL (K >= 16 ? K / 16 : 1)    // groups of 4 members a lane loads
+#define GPL (K >= 16 ? K / 16 : 1)    // groups of members a lane loads
+#define MPG (D >= 4 ? 4 : 2)          // members a group (d = 3: 2, Re and Im interleaved)
 #ifndef THREADS
 #define THREADS 256
 #endif
@@ -51,9 +53,10 @@
 #define MIN_BLOCKS 1
 #endif
 #ifndef PREFETCH  // the next tile's amplitudes loaded before this tile's products (H200, N = 30,
-#define PREFETCH (D == 3)  // 15 moduli, x copy floor: d = 3 2.74 -> 2.61 (256 threads, 2 blocks
-#endif  // an SM); d = 4 2.58 -> 2.88, 5 3.53 -> 3.44 (256 x 1: 200 registers; 3.17 without at
-        // 512 threads), 6 level (250 registers); same bits)
+#define PREFETCH (D == 3)  // 15 moduli, x copy floor, with d = 3's lanes on 4 members, 2 of them
+#endif  // the neighbour's: d = 3 2.74 -> 2.61 (256 threads, 2 blocks an SM); d = 4 2.58 -> 2.88,
+        // 5 3.53 -> 3.44 (256 x 1: 200 registers; 3.17 without at 512 threads), 6 level (250
+        // registers); same bits)
 #ifndef NO_PAIRS  // fold_levels without its INT32 pairs (H200, N = 30, 15 moduli, x copy floor:
 #define NO_PAIRS 0  // with them d = 3 2.69 -> 2.52, d = 4 2.53 -> 2.37; same bits)
 #endif
@@ -73,19 +76,19 @@ __device__ __forceinline__ void mma_s8_k16(int (&c)[4], const uint4& a, unsigned
 }
 
 // The lane's amplitudes of column gc (zeros past the last group): members 16 c + 4 tq + i
-// (d >= 4) or 4 (tq % 2) + i (d = 3)
+// (d >= 4) or 2 tq + i (d = 3)
 __device__ __forceinline__ void fetch_lane(const double2* __restrict__ psi, long long gc,
                                            long long groups, const int (&sorted)[D],
                                            const long long* moff, int tq,
-                                           double2 (&x)[GPL][4], long long& base)
+                                           double2 (&x)[GPL][MPG], long long& base)
 {
     const bool live = gc < groups;
     base = live ? group_base(gc, sorted) : 0;
 #pragma unroll
     for (int c = 0; c < GPL; ++c)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int m = D >= 4 ? 16 * c + 4 * tq + i : 4 * (tq & 1) + i;
+        for (int i = 0; i < MPG; ++i) {
+            const int m = D >= 4 ? 16 * c + 4 * tq + i : 2 * tq + i;
             x[c][i] = live ? psi[base + moff[m]] : make_double2(0.0, 0.0);
         }
 }
@@ -144,7 +147,7 @@ crt_gate_slices(double2* __restrict__ psi, long long groups, int p0, int p1, int
     const long long tiles = (groups + 7) / 8;
     const long long step = (long long)gridDim.x * (THREADS / 32);
     const long long first = (long long)blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5);
-    double2 x[GPL][4];
+    double2 x[GPL][MPG];
     long long base;
 #if PREFETCH
     if (first < tiles) fetch_lane(psi, first * 8 + g, groups, sorted, moff, tq, x, base);
@@ -161,7 +164,7 @@ crt_gate_slices(double2* __restrict__ psi, long long groups, int p0, int p1, int
 #pragma unroll
         for (int c = 0; c < GPL; ++c)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
+            for (int i = 0; i < MPG; ++i) {
                 fin &= isfinite(x[c][i].x) && isfinite(x[c][i].y);
                 mx = fmax(mx, fmax(fabs(x[c][i].x), fabs(x[c][i].y)));
             }
@@ -173,16 +176,15 @@ crt_gate_slices(double2* __restrict__ psi, long long groups, int p0, int p1, int
         int e;
         frexp(mx, &e);
         double s = 0.0;  // the exact sum of the squares of ceil(|x| 2**(NFRAC - e)) (any order)
-        if (D >= 4 || tq < 2)  // (d = 3: lanes tq and tq + 2 hold the same members)
 #pragma unroll
-            for (int c = 0; c < GPL; ++c)
+        for (int c = 0; c < GPL; ++c)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const double qr = ceil(scale2_up(fabs(x[c][i].x), NFRAC - e));
-                    const double qi = ceil(scale2_up(fabs(x[c][i].y), NFRAC - e));
-                    s += qr * qr;
-                    s += qi * qi;
-                }
+            for (int i = 0; i < MPG; ++i) {
+                const double qr = ceil(scale2_up(fabs(x[c][i].x), NFRAC - e));
+                const double qi = ceil(scale2_up(fabs(x[c][i].y), NFRAC - e));
+                s += qr * qr;
+                s += qi * qi;
+            }
 #pragma unroll
         for (int o = 1; o < 4; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
         int bl;
@@ -196,17 +198,18 @@ crt_gate_slices(double2* __restrict__ psi, long long groups, int p0, int p1, int
             for (int part = 0; part < (D >= 4 ? 2 : 1); ++part) {
                 unsigned lo[4], hi[4];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const bool im = D >= 4 ? part == 1 : tq >= 2;
-                    const double y = scale2_up(im ? x[c][i].y : x[c][i].x, gb - f);
+                for (int i = 0; i < 4; ++i) {  // (d = 3: Re, Im of member 2 tq, then 2 tq + 1)
+                    const double2 xm = x[c][D >= 4 ? i : i / 2];
+                    const bool im = D >= 4 ? part == 1 : (i & 1);
+                    const double y = scale2_up(im ? xm.y : xm.x, gb - f);
                     const long long v = ROUND ? __double2ll_rn(y) : __double2ll_rz(y);
                     balanced_bytes(v, lo[i], hi[i]);
                 }
                 unsigned sl[NSL];
                 transpose_bytes(lo, sl);
                 transpose_bytes(hi, sl + 4);
-                // the group's place in the embedding's k order (Re of member m at k = m, Im at
-                // K + m): k step p / 32, half (p % 32) / 16
+                // the group's place in the embedding's k order (d >= 4: Re of member m at k = m,
+                // Im at K + m; d = 3: Re at 2 m, Im at 2 m + 1): k step p / 32, half (p % 32) / 16
                 const int p = D >= 4 ? part * K + 16 * c : 0;
 #pragma unroll
                 for (int j = 0; j < NSL; ++j) {

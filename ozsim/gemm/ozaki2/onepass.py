@@ -25,7 +25,8 @@ Four kernels:
   INT8 products (``d = 6``: 4, the INT8 rate bounds it). Same bits. H200, N = 30, 15 moduli:
   2.61x, 2.49x, 3.17x, 5.07x the copy floor at d = 3..6 against 2.68x (the exact kernel below),
   4.08x, 4.63x, 5.87x (the residue kernel) in the same kind of run (:data:`SLICE_LAUNCH`), then
-  2.52x and 2.37x at d = 3, 4 with the level sums paired in INT32 before the 128-bit fold.
+  2.52x and 2.37x at d = 3, 4 with the level sums paired in INT32 before the 128-bit fold, and
+  2.28x at d = 3 with each lane's own two members (the exact kernel 2.73x in that run).
 - ``d <= 2`` (``d = 3`` outside :data:`SLICE_QUBITS`) with up to 15 moduli
   (:func:`ozsim.gemm.ozaki2.exact_gate.exact_applies`):
   ``kernels/crt_gate_exact.cu``, one thread per amplitude group on the CUDA cores, no residues
@@ -279,26 +280,33 @@ def slice_fragments(prep, plan):
     """The real embedding ``[[Re A', -Im A'], [Im A', Re A']]`` of the gate's scaled integers
     (:func:`_scaled_gate`) in 8 balanced-byte slices (``-Im A'`` sliced as an integer of its
     own) as ``crt_gate_slices.cu``'s A fragments: ``(8, K / 8, KD / 32, 32, 4)`` uint32
-    (:func:`ozsim.gemm._mma_gate.row_fragments`), cached on ``prep`` per plan."""
+    (:func:`ozsim.gemm._mma_gate.row_fragments`), cached on ``prep`` per plan. Its columns are
+    ``Re b`` then ``Im b`` of the members, at ``d = 3`` interleaved (``k = 2 m + part``), as the
+    kernel's lanes hold B."""
     cache = prep.__dict__.setdefault("_slice_fragments", {})
     key = (plan.bits_a, plan.rounding)
     frags = cache.get(key)
     if frags is None:
         ar, ai = _scaled_gate(prep, plan)
         sr, si, sn = balanced_bytes(ar), balanced_bytes(ai), balanced_bytes(-ai)
-        frags = cache[key] = _mma_gate.row_fragments(cp.concatenate([sr, sn], axis=2),
-                                                     cp.concatenate([si, sr], axis=2))
+        join = _interleave if prep.shape[0] == 8 else (lambda a, b: cp.concatenate([a, b], 2))
+        frags = cache[key] = _mma_gate.row_fragments(join(sr, sn), join(si, sr))
     return frags
+
+
+def _interleave(a, b):
+    """``(..., K)`` and ``(..., K)`` -> ``(..., 2K)`` with ``a`` at even and ``b`` at odd columns."""
+    return cp.stack([a, b], axis=-1).reshape(*a.shape[:-1], 2 * a.shape[-1])
 
 
 #: Gates that take ``crt_gate_slices.cu`` where :func:`~ozsim.gemm.ozaki2.exact_gate.
 #: slices_apply` allows it.
 SLICE_QUBITS = frozenset({3, 4, 5, 6})
 #: ``crt_gate_slices.cu``'s block per d: (threads, least blocks an SM its registers must allow).
-#: H200, N = 30, 15 moduli, x copy floor: d = 3 2.61 (256 x 1: 2.64, 512: 2.62); d = 4 2.49
+#: H200, N = 30, 15 moduli, x copy floor: d = 3 2.28 (256 x 2: 2.32, 256 x 1: 2.36); d = 4 2.49
 #: (256 x 1: 2.58, 256 x 2: 2.60, 128: 2.65); d = 5 3.17 (128 registers; 256 x 1 at 154: 3.53,
 #: 256 x 2: 3.27); d = 6 5.07 (176 registers; 512 at 128: 5.51, 256 x 2: 6.60).
-SLICE_LAUNCH = {3: (256, 2), 4: (512, 1), 5: (512, 1), 6: (256, 1)}
+SLICE_LAUNCH = {3: (512, 1), 4: (512, 1), 5: (512, 1), 6: (256, 1)}
 #: Extra ``-D`` options of ``crt_gate_slices.cu`` per d (none: the kernel's defaults).
 SLICE_OPTIONS: dict[int, tuple] = {}
 
