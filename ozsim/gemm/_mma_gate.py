@@ -3,7 +3,8 @@
 core-matrix image ``wgmma`` reads from shared memory (:func:`core_image`).
 
 Imported by :mod:`ozsim.gemm.ozaki1.onepass` (``int8_gate_mma.cu``: A's slices) and
-:mod:`ozsim.gemm.ozaki2.onepass` (``crt_gate_mma.cu``: A's residues, one plane per modulus).
+:mod:`ozsim.gemm.ozaki2.onepass` (``crt_gate_mma.cu``: A's residues, one plane per modulus;
+``crt_gate_slices.cu``: A's scaled integers in 8 byte slices, one plane per slice).
 
 References:
     PTX ISA, "Matrix Fragments for mma.m16n8k32" (``.s8``) and ``ldmatrix``; "Asynchronous
