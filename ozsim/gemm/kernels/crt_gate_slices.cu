@@ -17,9 +17,9 @@
 //   1. lane (g, tq) loads 2**d / 4 amplitudes of column g: members 16 c + 4 tq + i (d >= 4), the
 //      ones whose Re and Im its B fragments hold, so the slices need no shared memory (d = 3:
 //      members 2 tq + i, the embedding's columns ordered Re, Im of each member: k = 2 m + part,
-//      one m16n8k16 step); the column's norm
-//      exponent f (ozaki2.norm_exponents) over its 4 lanes; each scalar's integer v = rnd(ldexp(x,
-//      gB - f)) (rint, or trunc without ROUND) as 8 balanced bytes, transposed into B fragments;
+//      one m16n8k16 step); the column's norm exponent f (ozaki2.norm_exponents) over its 4
+//      lanes; each scalar's integer v = rnd(ldexp(x, gB - f)) (rint, or trunc without ROUND) as
+//      8 balanced bytes, transposed into B fragments;
 //   2. per m tile of 8 output members, 64 products a k step into the 15 level sums, folded
 //      exactly into C' as a 128-bit integer (fold_levels);
 //   3. C' rounded as crt_value rounds it (crt_exact.cuh, exact_value), ldexp by fA[row] + f -
@@ -27,7 +27,8 @@
 // Same bits as the CPU path. NaN or Inf in a column sets *flag and leaves the column as it was.
 //
 // Options: -DGATE_QUBITS=d (3..6) -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 -DTHREADS
-// -DMIN_BLOCKS and the scheme's constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli). Shared
+// -DMIN_BLOCKS and the scheme's constants -DNFRAC -DLBITS (ozsim.gemm.ozaki2.moduli); each
+// measured option (PREFETCH, K16, NO_PAIRS) says what it measured where it is defined. Shared
 // memory (dynamic): A's fragments, 8 * (K / 8) * (KD / 32) * 512 bytes (d = 6: 128 KiB).
 
 #include "crt_gate.cuh"
