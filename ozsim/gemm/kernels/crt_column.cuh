@@ -1,6 +1,6 @@
 // A scheme II one-pass gate's amplitude group as a column of B (crt_gate.cu, crt_gate_exact.cu):
-// its amplitudes and its norm exponent (ozaki2.norm_exponents). The including file defines D, K
-// and NFRAC (crt_gate.cuh).
+// its amplitudes and its norm exponent (ozaki2.norm_exponents). The including file includes
+// crt_gate.cuh first (D, K, NFRAC, norm_exponent_of).
 #ifndef OZSIM_CRT_COLUMN_CUH
 #define OZSIM_CRT_COLUMN_CUH
 #include "gate_groups.cuh"
@@ -22,10 +22,23 @@ __device__ __forceinline__ bool load_column(const double2* __restrict__ psi, lon
         s += qr * qr;  // integers below 2**53: exact in any order
         s += qi * qi;
     }
-    int bl;
-    frexp(s, &bl);
-    f = s > 0.0 ? e - NFRAC + (bl + 1) / 2 : 0;
+    f = norm_exponent_of(e, s);
     return finite;
+}
+
+// The group of this thread of a one-thread-a-group kernel (thread_group), loaded as a column
+// (load_column): false past the last group, or on NaN/Inf in it (then *flag is set)
+__device__ __forceinline__ bool thread_column(const double2* __restrict__ psi, long long groups,
+                                              const int (&pos)[6], long long& base,
+                                              double2 (&x)[K], int& e, int& f,
+                                              int* __restrict__ flag)
+{
+    if (!thread_group(groups, pos, base)) return false;
+    if (!load_column(psi, base, pos, x, e, f)) {
+        atomicOr(flag, 1);
+        return false;
+    }
+    return true;
 }
 
 #endif  // OZSIM_CRT_COLUMN_CUH

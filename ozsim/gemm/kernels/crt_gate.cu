@@ -36,10 +36,9 @@ crt_gate(double2* __restrict__ psi, long long groups, int p0, int p1, int p2, in
 {
     const int pos[6] = {p0, p1, p2, p3, p4, p5};  // bit j of the gate index at pos[j]
     long long base;
-    if (!thread_group(groups, pos, base)) return;
     double2 x[K];
     int e, f;
-    if (!load_column(psi, base, pos, x, e, f)) { atomicOr(flag, 1); return; }
+    if (!thread_column(psi, groups, pos, base, x, e, f, flag)) return;
     float h[2][K][NPIECE];  // [part][k][piece]
 #pragma unroll
     for (int c = 0; c < K; ++c) {

@@ -113,10 +113,9 @@ crt_gate_exact(double2* __restrict__ psi, long long groups, int p0, int p1, int 
 {
     const int pos[6] = {p0, p1, p2, p3, p4, p5};  // bit j of the gate index at pos[j]
     long long base;
-    if (!thread_group(groups, pos, base)) return;
     double2 x[K];
     int e, f;
-    if (!load_column(psi, base, pos, x, e, f)) { atomicOr(flag, 1); return; }
+    if (!thread_column(psi, groups, pos, base, x, e, f, flag)) return;
     Limbs br[K], bi[K], bs[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -143,16 +142,8 @@ crt_gate_exact(double2* __restrict__ psi, long long groups, int p0, int p1, int 
         const i128 re = join(s1.hh - s2.hh, s1.hl - s2.hl, s1.ll - s2.ll);
         const i128 im = join(s3.hh - s1.hh - s2.hh, s3.hl - s1.hl - s2.hl, s3.ll - s1.ll - s2.ll);
         const int sh = a_f[r] + f - gsum;
-        double vre = exact_value(re), vim = exact_value(im);
-        if (sh >= -1022 && sh <= 1023) {  // one power of two for both parts (scale2)
-            const double m = __longlong_as_double((long long)(sh + 1023) << 52);
-            vre *= m;
-            vim *= m;
-        } else {
-            vre = ldexp(vre, sh);
-            vim = ldexp(vim, sh);
-        }
-        psi[base + member_offset(r, pos)] = make_double2(vre, vim);
+        const double vre = exact_value(re), vim = exact_value(im);
+        psi[base + member_offset(r, pos)] = scale2_pair(vre, vim, sh);
     }
 }
 

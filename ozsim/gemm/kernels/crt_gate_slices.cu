@@ -188,9 +188,7 @@ crt_gate_slices(double2* __restrict__ psi, long long groups, int p0, int p1, int
             }
 #pragma unroll
         for (int o = 1; o < 4; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        int bl;
-        frexp(s, &bl);
-        const int f = s > 0.0 ? e - NFRAC + (bl + 1) / 2 : 0;
+        const int f = norm_exponent_of(e, s);
         if (live && !fin && tq == 0) atomicOr(flag, 1);
         unsigned bw[NSL][KS][2];  // B's fragments: slice, k step, k half
 #pragma unroll
@@ -257,17 +255,9 @@ crt_gate_slices(double2* __restrict__ psi, long long groups, int p0, int p1, int
             for (int h = 0; h < 2; ++h) {
                 if (!cok[h]) continue;
                 const int sh = fa + cf[h] - gsum;
-                double vre = exact_value(fold_levels(acc, h));
-                double vim = exact_value(fold_levels(acc, 2 + h));
-                if (sh >= -1022 && sh <= 1023) {  // one power of two for both parts (scale2)
-                    const double m = pow2(sh);
-                    vre *= m;
-                    vim *= m;
-                } else {
-                    vre = ldexp(vre, sh);
-                    vim = ldexp(vim, sh);
-                }
-                psi[cbase[h] + off] = make_double2(vre, vim);
+                const double vre = exact_value(fold_levels(acc, h));
+                const double vim = exact_value(fold_levels(acc, 2 + h));
+                psi[cbase[h] + off] = scale2_pair(vre, vim, sh);
             }
         }
     }

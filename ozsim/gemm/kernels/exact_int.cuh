@@ -22,6 +22,21 @@ __device__ __forceinline__ double scale2(double x, int k)
                                      : ldexp(x, k);
 }
 
+// (x 2**k, y 2**k), each as scale2 rounds it, with one power of two for both where it is normal
+// (the write-back of a complex amplitude: crt_gate_exact.cu, crt_gate_slices.cu)
+__device__ __forceinline__ double2 scale2_pair(double x, double y, int k)
+{
+    if (k >= -1022 && k <= 1023) {
+        const double m = pow2(k);
+        x *= m;
+        y *= m;
+    } else {
+        x = ldexp(x, k);
+        y = ldexp(y, k);
+    }
+    return make_double2(x, y);
+}
+
 // x 2**k for k >= -1022 by two multiplications, no branch: 2**k as 2**min(k, 1023) 2**(k -
 // min(k, 1023)), so one rounding (as ldexp) where k <= 1023, and above only scalings up (exact
 // unless the result overflows)
