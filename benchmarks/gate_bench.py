@@ -176,7 +176,8 @@ def bench(n: int, ds: list[int], xp, methods, reps: int, seed: int, csv=None,
                        x_floor=sec / floor, applied_qubits=applied)
             info = None if method == "custatevec" else last.get("info")
             ceiling = ""
-            kernel = _crt_kernel(info, applied) if info is not None else None
+            kernel = (_crt_kernel(info, applied)
+                      if info is not None and int8_rate and info.num_moduli else None)
             if (info is not None and int8_rate and (info.num_splits or info.num_moduli)
                     and kernel != "exact"):
                 # INT8 operations of the GEMM: 2s(s+1) products (scheme I), 3N (scheme II's
@@ -211,22 +212,18 @@ def _grid(sel: list[dict], cell) -> list[str]:
 
 
 def _crt_kernel(info, d: int) -> str | None:
-    """Which scheme II one-pass kernel applied this GPU gate: ``"exact"`` (exact integer products
-    on the CUDA cores: no INT8 products, no INT8 ceiling), ``"slices"`` (exact products of byte
-    slices: 64 INT8 products of the real embedding), ``"residues"``, or None (not scheme II;
-    ``ozsim.gemm.ozaki2.exact_gate``, ``ozsim.gemm.ozaki2.onepass``)."""
-    if not info.num_moduli or info.kept_bits is None:
+    """Which scheme II kernel applied this GPU gate (``ozsim.gemm.ozaki2.onepass.
+    one_pass_kernel``): ``"exact"`` (exact integer products on the CUDA cores: no INT8 products,
+    no INT8 ceiling), ``"slices"`` (exact products of byte slices: 64 INT8 products of the real
+    embedding), ``"residues"`` (also every GEMM-path gate above 6 qubits), or None (no plan)."""
+    if info.kept_bits is None:
         return None
-    from ozsim.gemm.ozaki2.exact_gate import exact_applies, slices_apply
+    from ozsim.gemm.ozaki2 import onepass
     from ozsim.gemm.ozaki2.scheme import CRTPlan
 
-    plan = CRTPlan(info.num_moduli, *info.kept_bits)
-    if DEVICE != "cpu" and slices_apply(d, plan):
-        from ozsim.gemm.ozaki2 import onepass
-
-        if d in onepass.SLICE_QUBITS:
-            return "slices"
-    return "exact" if exact_applies(d, plan) else "residues"
+    if d > onepass.MAX_QUBITS:
+        return "residues"
+    return onepass.one_pass_kernel(d, CRTPlan(info.num_moduli, *info.kept_bits))
 
 
 def ceiling_table(rows: list[dict], n: int) -> str:

@@ -85,8 +85,8 @@ the issue slots 59-78% busy and no pipe above 45%, about 14 instructions a modul
 phases of a tile load different pipes (the split the integer and FP32 units and the tensor cores,
 the CRT sums the FP64 units), so the warp groups of a block run them apart. At d = 6 the GEMM
 path took 12.3x (9.2x padded to 7 qubits). With the byte-slice kernel fusion takes QV-30 in 115
-blocks of up to 5 qubits (``benchmarks/RESULTS.md`` section 3: 2.93 s end to end, against the
-cuBLAS path's 3.26 s in the same run; 4.04 s on the residue kernel, in 6-qubit blocks).
+blocks of up to 5 qubits (``benchmarks/RESULTS.md`` section 3: 2.86 s end to end, against the
+cuBLAS path's 3.22 s in the same run; 4.04 s on the residue kernel, in 6-qubit blocks).
 """
 
 from __future__ import annotations
@@ -324,6 +324,15 @@ def _slices_module(d: int, num_moduli: int, rounding: bool, device: int,
     return mod
 
 
+def one_pass_kernel(d: int, plan) -> str:
+    """Which kernel :func:`apply` runs for a d-qubit gate under ``plan``: ``"slices"``
+    (``crt_gate_slices.cu``: :data:`SLICE_QUBITS` where ``slices_apply`` allows it), ``"exact"``
+    (``crt_gate_exact.cu``) or ``"residues"`` (``crt_gate.cu``, ``crt_gate_mma.cu``)."""
+    if d in SLICE_QUBITS and slices_apply(d, plan):
+        return "slices"
+    return "exact" if exact_applies(d, plan) else "residues"
+
+
 def _apply_slices(psi, prep, positions, plan, groups, flag):
     d = len(positions)
     threads = SLICE_LAUNCH[d][0]
@@ -396,9 +405,10 @@ def apply(psi, prep, positions, plan, check_finite: bool = True) -> None:
     d = len(positions)
     flag = cp.zeros(1, dtype=cp.int32)
     groups = psi.size >> d
-    if d in SLICE_QUBITS and slices_apply(d, plan):  # (no residue module to build)
+    kernel = one_pass_kernel(d, plan)
+    if kernel == "slices":  # (no residue module to build)
         _apply_slices(psi, prep, positions, plan, groups, flag)
-    elif exact_applies(d, plan):
+    elif kernel == "exact":
         _apply_exact(psi, prep, positions, plan, groups, flag)
     else:
         n_mod = plan.num_moduli
