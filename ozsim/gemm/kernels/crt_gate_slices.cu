@@ -65,17 +65,6 @@
 #define K16 1  // columns (H200, N = 30, 15 moduli: 2.89x -> 2.66x the copy floor; same bits)
 #endif
 
-// mma.sync m16n8k16 s8 x s8 -> s32, c += a b: A's rows g, g + 8 at k 4 tq .. 4 tq + 3 (a.x, a.y
-// of the m16n8k32 fragment's first half), B's k 4 tq .. 4 tq + 3 of column g
-__device__ __forceinline__ void mma_s8_k16(int (&c)[4], const uint4& a, unsigned b0)
-{
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-        "{%0,%1,%2,%3};\n"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a.x), "r"(a.y), "r"(b0));
-}
-
 // The lane's amplitudes of column gc (zeros past the last group): members 16 c + 4 tq + i
 // (d >= 4) or 2 tq + i (d = 3)
 __device__ __forceinline__ void fetch_lane(const double2* __restrict__ psi, long long gc,
@@ -115,7 +104,8 @@ __device__ __forceinline__ i128 fold_levels(const int (&acc)[NLEV][4], int v)
 #if KD == 32 && !NO_PAIRS
     int w[NSL];
 #pragma unroll
-    for (int q = 0; q < NSL; ++q) w[q] = acc[2 * q][v] + (2 * q + 1 < NLEV ? acc[2 * q + 1][v] * 256 : 0);
+    for (int q = 0; q < NSL; ++q)
+        w[q] = acc[2 * q][v] + (2 * q + 1 < NLEV ? acc[2 * q + 1][v] * 256 : 0);
 #pragma unroll
     for (int r = 0; r < 4; ++r) gr[r] = (long long)w[2 * r] + (long long)w[2 * r + 1] * 65536;
 #else
@@ -142,7 +132,7 @@ crt_gate_slices(double2* __restrict__ psi, long long groups, int p0, int p1, int
     const int pos[6] = {p0, p1, p2, p3, p4, p5};  // bit j of the gate index at pos[j]
     int sorted[D];
     sort_positions(pos, sorted);
-    for (int c = threadIdx.x; c < K; c += THREADS) moff[c] = member_offset(c, pos);
+    member_table(moff, pos);
     __syncthreads();
     const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
     const long long tiles = (groups + 7) / 8;

@@ -53,6 +53,12 @@ __device__ __forceinline__ long long member_offset(int c, const int (&pos)[P])
     return off;
 }
 
+// member offsets (member_offset) for every member, once per block (a table in shared memory)
+__device__ __forceinline__ void member_table(long long* moff, const int (&pos)[6])
+{
+    for (int c = threadIdx.x; c < K; c += blockDim.x) moff[c] = member_offset(c, pos);
+}
+
 // The K amplitudes of the group at base into x; false if one is NaN or Inf. mx: the largest
 // |Re|, |Im| among them (the column's scale in both Ozaki schemes).
 __device__ __forceinline__ bool load_group(const double2* __restrict__ psi, long long base,

@@ -105,10 +105,4 @@ __device__ __forceinline__ int out_column(int wn, int ni, int tq, int h)
     return (wn * WNT + ni) * 8 + 2 * tq + h;
 }
 
-// member offsets (member_offset) for every member, once per block
-__device__ __forceinline__ void member_table(long long* moff, const int (&pos)[6])
-{
-    for (int c = threadIdx.x; c < K; c += blockDim.x) moff[c] = member_offset(c, pos);
-}
-
 #endif  // OZSIM_MMA_GATE_CUH
