@@ -48,32 +48,71 @@ __device__ __forceinline__ i128 digit_bias()
     return b;
 }
 
-// C' rounded to FP64 as crt_value rounds it (|C'| < P/2): with E = C' + digit_bias(), the
-// balanced digits are d_c = bits [LBITS c, LBITS (c + 1)) of E less 2**(LBITS - 1) for c < L - 1
-// (a tie, d_c = -2**(LBITS - 1), where those bits are zero), the top one E >> (LBITS (L - 1));
-// each made a double exactly from its bits (the 2**52 trick), then crt_value's sum
-__device__ __forceinline__ double exact_value(i128 c, bool force_residues = false)
+// crt_value's sum of the digits of E = C' + digit_bias(): bits[c] = bits [LBITS c, LBITS (c + 1))
+// of E for c < L - 1, top = E >> (LBITS (L - 1)) (|top| < 2**51). The balanced digits are d_c =
+// bits[c] - 2**(LBITS - 1) (a tie, d_c = -2**(LBITS - 1), where those bits are zero), each made a
+// double exactly from its bits (the 2**52 trick), then summed as crt_value sums them; at a tie
+// (or force_residues) the residues decide (value_from_residues)
+__device__ __forceinline__ double value_of_digits(const unsigned long long (&bits)[2], long long top,
+                                                  bool force_residues)
 {
-    const i128 e = c + digit_bias();
     double v = 0.0;
     bool tie = false;
     long long dig[3] = {0, 0, 0};
 #pragma unroll
     for (int i = 0; i + 1 < NLIMB; ++i) {
-        const unsigned long long bits = (unsigned long long)(e >> (LBITS * i)) &
-                                        ((1ull << LBITS) - 1);
-        tie |= bits == 0;
-        dig[i] = (long long)bits - (1LL << (LBITS - 1));
-        const double di = __hiloint2double(0x43300000 | (int)(bits >> 32), (int)bits) -
+        tie |= bits[i] == 0;
+        dig[i] = (long long)bits[i] - (1LL << (LBITS - 1));
+        const double di = __hiloint2double(0x43300000 | (int)(bits[i] >> 32), (int)bits[i]) -
                           (0x1p52 + (double)(1LL << (LBITS - 1)));  // exact
         v = i ? di * pow2(LBITS * i) + v : di;  // as crt_value
     }
-    dig[NLIMB - 1] = (long long)(e >> (LBITS * (NLIMB - 1)));  // |top| < 2**51
-    const double top = __longlong_as_double(0x4338000000000000LL + dig[NLIMB - 1]) -
-                       6755399441055744.0;  // 1.5 * 2**52: exact
-    v = NLIMB > 1 ? top * pow2(LBITS * (NLIMB - 1)) + v : top;
+    dig[NLIMB - 1] = top;
+    const double t = __longlong_as_double(0x4338000000000000LL + top) -
+                     6755399441055744.0;  // 1.5 * 2**52: exact
+    v = NLIMB > 1 ? t * pow2(LBITS * (NLIMB - 1)) + v : t;
     if (tie || force_residues) return value_from_residues(dig[0], dig[1], dig[2]);
     return v;
 }
+
+// C' rounded to FP64 as crt_value rounds it (|C'| < P/2): the digits of E = C' + digit_bias()
+// (value_of_digits)
+__device__ __forceinline__ double exact_value(i128 c, bool force_residues = false)
+{
+    const i128 e = c + digit_bias();
+    unsigned long long bits[2] = {0, 0};
+#pragma unroll
+    for (int i = 0; i + 1 < NLIMB; ++i)
+        bits[i] = (unsigned long long)(e >> (LBITS * i)) & ((1ull << LBITS) - 1);
+    return value_of_digits(bits, (long long)(e >> (LBITS * (NLIMB - 1))), force_residues);
+}
+
+#if LBITS == 40
+// exact_value of C' = g0 + 2**40 g1 + 2**80 g2 given as three 64-bit parts (|g_r| < 2**62;
+// crt_gate_slices.cu's level sums, five levels of 8 bits a part): E's digits by carries in 64
+// bits, u_c = g_c + 2**39 + carry (c < L - 1), bits[c] = u_c mod 2**40, carry = floor(u_c /
+// 2**40); the top digit is the rest, formed modulo 2**64 (exact: |top| < 2**51)
+__device__ __forceinline__ double exact_value_parts(long long g0, long long g1, long long g2)
+{
+    const unsigned long long mask = (1ull << 40) - 1;
+    unsigned long long bits[2] = {0, 0};
+    long long top;
+    if (NLIMB == 1) {
+        top = (long long)((unsigned long long)g0 + ((unsigned long long)g1 << 40));
+    } else {
+        const long long u0 = g0 + (1LL << 39);
+        bits[0] = (unsigned long long)u0 & mask;
+        if (NLIMB == 2) {
+            top = (long long)((unsigned long long)g1 + (unsigned long long)(u0 >> 40) +
+                              ((unsigned long long)g2 << 40));
+        } else {
+            const long long u1 = g1 + (1LL << 39) + (u0 >> 40);
+            bits[1] = (unsigned long long)u1 & mask;
+            top = g2 + (u1 >> 40);
+        }
+    }
+    return value_of_digits(bits, top, false);
+}
+#endif
 
 #endif  // OZSIM_CRT_EXACT_CUH

@@ -21,7 +21,7 @@
 //      lanes; each scalar's integer v = rnd(ldexp(x, gB - f)) (rint, or trunc without ROUND) as
 //      8 balanced bytes, transposed into B fragments;
 //   2. per m tile of 8 output members, 64 products a k step into the 15 level sums, folded
-//      exactly into C' as a 128-bit integer (fold_levels);
+//      exactly into C' as three 64-bit parts of five levels (fold_parts);
 //   3. C' rounded as crt_value rounds it (crt_exact.cuh, exact_value), ldexp by fA[row] + f -
 //      (gA + gB), written back in place.
 // Same bits as the CPU path. NaN or Inf in a column sets *flag and leaves the column as it was.
@@ -58,9 +58,10 @@
 #endif  // the neighbour's: d = 3 2.74 -> 2.61 (256 threads, 2 blocks an SM); d = 4 2.58 -> 2.88,
         // 5 3.53 -> 3.44 (256 x 1: 200 registers; 3.17 without at 512 threads), 6 level (250
         // registers); same bits)
-#ifndef NO_PAIRS  // fold_levels without its INT32 pairs (H200, N = 30, 15 moduli, x copy floor:
-#define NO_PAIRS 0  // with them d = 3 2.69 -> 2.52, d = 4 2.53 -> 2.37; same bits)
-#endif
+#ifndef NO_PAIRS  // fold_parts without its INT32 pairs (H200, N = 30, 15 moduli, x copy floor:
+#define NO_PAIRS 0  // pairs into a 128-bit C' took d = 3 2.69 -> 2.52, d = 4 2.53 -> 2.37; this
+#endif  // fold, pairs at d = 5 too, then 2.23 -> 2.14, 2.38 -> 2.34, 3.28 -> 3.09, d = 6 5.14 ->
+        // 5.09; same bits)
 #ifndef K16  // d = 3: m16n8k16 products (the embedding's 16 columns), not m16n8k32 with 16 zero
 #define K16 1  // columns (H200, N = 30, 15 moduli: 2.89x -> 2.66x the copy floor; same bits)
 #endif
@@ -94,31 +95,41 @@ __device__ __forceinline__ void transpose_bytes(const unsigned (&w)[4], unsigned
     o[3] = __byte_perm(t1, t3, 0x7632);
 }
 
-// C' = sum_t L_t 2**(8 t) from the level sums L_t = acc[t][v] (|L_t| <= 8 KD 128**2 <= 2**24):
-// groups of four levels as INT64 (|.| < 2**49), then 128 bits (|C'| < P/2 <= 2**119: the sum
-// is C' itself). Where KD = 32 (d <= 4, |L_t| <= 2**22) pairs of levels first, in INT32 (|L_t +
-// 2**8 L_t+1| < 2**31: one multiply-add a pair)
-__device__ __forceinline__ i128 fold_levels(const int (&acc)[NLEV][4], int v)
+// C' = sum_t L_t 2**(8 t) from the level sums L_t = acc[t][v] (|L_t| <= n_t KD 128**2, n_t =
+// min(t + 1, 15 - t) slice pairs on level t) as three 64-bit parts of five levels each, g_r =
+// sum_q L_{5r+q} 2**(8 q) (|g_r| < 2**57), C' = g0 + 2**40 g1 + 2**80 g2: crt_exact.cuh's
+// exact_value_parts takes E's digits from them by 64-bit carries (no 128-bit arithmetic). Where
+// KD <= 64 (d <= 5) each part's levels 5r, 5r + 1 and 5r + 2, 5r + 3 pair first in INT32 (|L_t +
+// 2**8 L_t+1| <= (n_t + 256 n_t+1) KD 2**14 < 2**31: n_t+1 <= 7 on every such pair; one
+// multiply-add a pair)
+#define PAIRS (KD <= 64 && !NO_PAIRS)
+__device__ __forceinline__ void fold_parts(const int (&acc)[NLEV][4], int v, long long (&g)[3])
 {
-    long long gr[4];
-#if KD == 32 && !NO_PAIRS
-    int w[NSL];
 #pragma unroll
-    for (int q = 0; q < NSL; ++q)
-        w[q] = acc[2 * q][v] + (2 * q + 1 < NLEV ? acc[2 * q + 1][v] * 256 : 0);
-#pragma unroll
-    for (int r = 0; r < 4; ++r) gr[r] = (long long)w[2 * r] + (long long)w[2 * r + 1] * 65536;
+    for (int r = 0; r < 3; ++r) {
+        const int t = 5 * r;
+#if PAIRS
+        const int wa = acc[t][v] + acc[t + 1][v] * 256;
+        const int wb = acc[t + 2][v] + acc[t + 3][v] * 256;
+        g[r] = (long long)wa + (long long)wb * 65536 + (long long)acc[t + 4][v] * (1LL << 32);
 #else
+        long long sum = 0;
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-        long long s = 0;
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-            if (4 * r + q < NLEV) s += (long long)acc[4 * r + q][v] * (1LL << (8 * q));
-        gr[r] = s;
-    }
+        for (int q = 0; q < 5; ++q) sum += (long long)acc[t + q][v] * (1LL << (8 * q));
+        g[r] = sum;
 #endif
-    return (i128)gr[0] + ((i128)gr[1] << 32) + ((i128)gr[2] << 64) + ((i128)gr[3] << 96);
+    }
+}
+
+__device__ __forceinline__ double level_value(const int (&acc)[NLEV][4], int v)
+{
+#if LBITS == 40
+    long long g[3];
+    fold_parts(acc, v, g);
+    return exact_value_parts(g[0], g[1], g[2]);
+#else
+#error "crt_gate_slices.cu folds its levels at 40-bit digit boundaries (LBITS = 40)"
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -245,8 +256,8 @@ crt_gate_slices(double2* __restrict__ psi, long long groups, int p0, int p1, int
             for (int h = 0; h < 2; ++h) {
                 if (!cok[h]) continue;
                 const int sh = fa + cf[h] - gsum;
-                const double vre = exact_value(fold_levels(acc, h));
-                const double vim = exact_value(fold_levels(acc, 2 + h));
+                const double vre = level_value(acc, h);
+                const double vim = level_value(acc, 2 + h);
                 psi[cbase[h] + off] = scale2_pair(vre, vim, sh);
             }
         }
