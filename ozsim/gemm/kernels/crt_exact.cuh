@@ -53,8 +53,8 @@ __device__ __forceinline__ i128 digit_bias()
 // bits[c] - 2**(LBITS - 1) (a tie, d_c = -2**(LBITS - 1), where those bits are zero), each made a
 // double exactly from its bits (the 2**52 trick), then summed as crt_value sums them; at a tie
 // (or force_residues) the residues decide (value_from_residues)
-__device__ __forceinline__ double value_of_digits(const unsigned long long (&bits)[2], long long top,
-                                                  bool force_residues)
+__device__ __forceinline__ double value_of_digits(const unsigned long long (&bits)[2],
+                                                  long long top, bool force_residues)
 {
     double v = 0.0;
     bool tie = false;

@@ -40,6 +40,9 @@
 #if GATE_QUBITS < 3 || GATE_QUBITS > 6
 #error "crt_gate_slices.cu takes gates of 3 to 6 qubits"
 #endif
+#if LBITS != 40
+#error "crt_gate_slices.cu folds five 8-bit levels into one CRT digit: LBITS must be 40"
+#endif
 #define NSL 8                         // balanced bytes of an integer |v| <= 2**62
 #define NLEV (2 * NSL - 1)            // levels t = i + j of the slice products
 #define KD (2 * K < 32 ? 32 : 2 * K)  // the embedding's inner dimension, padded to the mma's k
@@ -123,13 +126,9 @@ __device__ __forceinline__ void fold_parts(const int (&acc)[NLEV][4], int v, lon
 
 __device__ __forceinline__ double level_value(const int (&acc)[NLEV][4], int v)
 {
-#if LBITS == 40
     long long g[3];
     fold_parts(acc, v, g);
     return exact_value_parts(g[0], g[1], g[2]);
-#else
-#error "crt_gate_slices.cu folds its levels at 40-bit digit boundaries (LBITS = 40)"
-#endif
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)

@@ -19,8 +19,9 @@ Four kernels:
   ``mma.sync`` m16n8k32 product (m16n8k16 at ``d = 3``) of the real embedding a pair, each level
   ``i + j`` one INT32 accumulator (exact: below ``2**24``), the 15 levels folded into three
   64-bit parts of five levels (``C' = g0 + 2**40 g1 + 2**80 g2``, one part a digit of the CRT's
-  base ``2**40``, whose digits follow by 64-bit carries) and rounded as below. A warp takes 8 amplitude groups and each lane the members whose
-  real and imaginary parts its B fragments hold, so the state's slices never touch shared
+  base ``2**40``, whose digits follow by 64-bit carries) and rounded as below. A warp takes 8
+  amplitude groups and each lane the members whose real and imaginary parts its B fragments
+  hold, so the state's slices never touch shared
   memory; A's 8 slices are ready-made fragments there (:func:`slice_fragments`). About 10 warp
   instructions an amplitude at ``d = 4`` where the residue kernel takes 22, and ``2**d / 16``
   INT8 products (``d = 6``: 4, the INT8 rate bounds it). Same bits. H200, N = 30, 15 moduli:
