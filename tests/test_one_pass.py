@@ -4,6 +4,7 @@ the INT8 ones bitwise against the CPU path (GPU only)."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import random
 
 import numpy as np
@@ -291,24 +292,152 @@ def test_exact_products_round_as_the_crt_reconstruction(num_moduli):
     vals += [-v for v in vals]
     vals = [v for v in vals if abs(v) < limit]
 
-    def naive(v):  # the digits with -2**39 at every tie, summed as crt_value sums
-        digits = []
-        for _ in range(const.num_limbs - 1):
-            lo = ((v + radix // 2) % radix) - radix // 2
-            digits.append(lo)
-            v = (v - lo) // radix
-        digits.append(v)
-        out = float(digits[0])
-        for c in range(1, len(digits)):
-            out = float(digits[c]) * float(radix ** c) + out
-        return out
-
     want = _crt_value_cpu(vals, num_moduli)
     for force in (False, True):
         got = onepass.exact_values(vals, num_moduli, force_residues=force)
         np.testing.assert_array_equal(got, want)
     if const.num_limbs >= 3:
-        assert any(naive(v) != w for v, w in zip(vals, want)), "no tie that the digits miss"
+        assert any(_naive_digit_sum(v, const.num_limbs) != w for v, w in zip(vals, want)), \
+            "no tie that the digits miss"
+
+
+def _naive_digit_sum(v, num_limbs):
+    """C' rounded from its balanced digits with -2**39 at every tie, summed as crt_value sums
+    them: crt_value's rounding except at some ties."""
+    radix = 1 << LIMB_BITS
+    digits = []
+    for _ in range(num_limbs - 1):
+        lo = ((v + radix // 2) % radix) - radix // 2
+        digits.append(lo)
+        v = (v - lo) // radix
+    digits.append(v)
+    out = float(digits[0])
+    for c in range(1, len(digits)):
+        out = float(digits[c]) * float(radix ** c) + out
+    return out
+
+
+def _short_solution(p, q, target, bits):
+    """Integers (x, y), each of about ``bits / 2`` bits, with ``p x - q y = target`` mod
+    ``2**bits`` (p odd): the particular solution ``(target / p, 0)`` less its nearest vector of
+    the lattice of solutions of ``= 0``, by a Lagrange-reduced basis and rounding."""
+    mod = 1 << bits
+    inv = pow(p, -1, mod)
+    b1, b2 = (mod, 0), (q * inv % mod, 1)  # p x = q y (mod 2**bits)
+
+    def norm2(v):
+        return v[0] * v[0] + v[1] * v[1]
+
+    def rdiv(p, q):  # round(p / q) in integers (q > 0)
+        return (2 * p + q) // (2 * q)
+
+    if norm2(b1) < norm2(b2):
+        b1, b2 = b2, b1
+    while True:  # Lagrange: b2 the shortest vector, b1 reduced against it
+        mu = rdiv(b1[0] * b2[0] + b1[1] * b2[1], norm2(b2))
+        b1 = (b1[0] - mu * b2[0], b1[1] - mu * b2[1])
+        if norm2(b1) >= norm2(b2):
+            break
+        b1, b2 = b2, b1
+    x0 = target * inv % mod
+    det = b1[0] * b2[1] - b1[1] * b2[0]  # Babai's rounding of (x0, 0) in the basis b1, b2
+    if det < 0:
+        b1, det = (-b1[0], -b1[1]), -det
+    c1 = rdiv(x0 * b2[1], det)
+    c2 = rdiv(-x0 * b1[1], det)
+    return x0 - c1 * b1[0] - c2 * b2[0], -c1 * b1[1] - c2 * b2[1]
+
+
+@pytest.mark.gpu
+def test_byte_slice_gate_rounds_tied_digits_as_the_crt_reconstruction(monkeypatch):
+    """crt_gate_slices.cu on products C' whose digits tie (a digit of exactly -2**39, where
+    the kernel's write-back defers to its residue path): a permuted gate of small phases (one
+    entry a row, A'_im near 2**40, odd and prime to A'_re) and columns of one amplitude 1 and
+    the others crafted so that C'_re is 2**39 mod 2**40 (a tie at digit 0), 2**79 + low mod
+    2**80 (digit 1), or +-(2**79 + m 2**26 + j), m odd, 0 < |j| < 2**20 (whose two balanced
+    forms round apart). = the CPU's bits, 15 moduli, d = 3..6."""
+    cp = cupy_or_skip()
+    from ozsim.gemm import zgemm
+    from ozsim.gemm.ozaki2 import onepass
+    from ozsim.gemm.ozaki2.scheme import PreparedCRTOperand, analyse_rows, fixed_plan
+
+    calls = []
+    real = onepass._apply_slices
+    monkeypatch.setattr(onepass, "_apply_slices", lambda *a: calls.append(1) or real(*a))
+    plan = fixed_plan(15)
+    limbs = crt_constants(15).num_limbs
+    rng = np.random.default_rng(21)
+    r = random.Random(21)
+    n = 10
+    for d in sorted(onepass.SLICE_QUBITS):
+        k = 1 << d
+        perm = rng.permutation(k)
+        def phases(size):  # angles of about 2**-17: A'_im near 2**40
+            return np.exp(1j * rng.choice([-1, 1], size) * (1 + rng.random(size)) * 2.0**-17)
+
+        phase = phases(k)
+        while True:  # A'_im odd and prime to A'_re
+            u = np.zeros((k, k), complex)
+            u[np.arange(k), perm] = phase
+            fa = PreparedCRTOperand(u).norm_exponents
+            ar = [int(v) for v in np.rint(np.ldexp(u.real, plan.bits_a - fa[:, None])).sum(1)]
+            ai = [int(v) for v in np.rint(np.ldexp(u.imag, plan.bits_a - fa[:, None])).sum(1)]
+            bad = np.array([y % 2 == 0 or math.gcd(x, y) != 1 for x, y in zip(ar, ai)])
+            if not bad.any():
+                break
+            phase[bad] = phases(int(bad.sum()))
+        cols = 1 << (n - d)
+        b = np.zeros((k, cols), complex)
+        f = analyse_rows(np.eye(1, k, dtype=complex))[0]  # a column's exponent: its 1
+        targets = []
+        for c in range(cols):
+            b[c % k, c] = 1.0
+            for row in range(k):
+                if perm[row] == c % k:
+                    continue
+                kind = r.randrange(3)
+                if kind == 0:
+                    t = (r.getrandbits(30) << 40) + (1 << 39)
+                elif kind == 1:
+                    t = (1 << 79) + r.randrange(-(1 << 39), 1 << 39)
+                a, bb = ar[row], ai[row]
+                if kind < 2:  # C'_re = t mod 2**80
+                    t = t if r.random() < 0.5 else -t
+                    y, x = _short_solution(-bb, -a, t, 80)
+                    assert (a * x - bb * y - t) % (1 << 80) == 0
+                else:  # C'_re = t: x = t / a mod A'_im, taken where |x| < |A'_im| / 32
+                    for _ in range(1000):
+                        j = r.randrange(1, 1 << 20) * r.choice((1, -1))
+                        t = ((1 << 79) + r.randrange(1, 1 << 13, 2) * 2**26 + j) * \
+                            r.choice((1, -1))
+                        x = t * pow(a, -1, abs(bb)) % abs(bb)
+                        x -= abs(bb) * (2 * x > abs(bb))
+                        if 32 * abs(x) < abs(bb):
+                            break
+                    y = (a * x - t) // bb
+                    assert a * x - bb * y == t
+                assert max(abs(x), abs(y)) < 2**53
+                b[perm[row], c] = np.ldexp(float(x), f - plan.bits_b) + 1j * np.ldexp(
+                    float(y), f - plan.bits_b)  # exact: |x|, |y| < 2**53
+                targets.append((row, c, x, y))
+        assert (analyse_rows(b.T) == f).all()
+        exact = [ar[row] * x - ai[row] * y for row, c, x, y in targets]  # C'_re
+        cpu = _crt_value_cpu(exact, 15)
+        ties = [((v + (1 << 39) + (1 << 79)) >> (40 * i)) % (1 << 40) == 0
+                for v in exact for i in range(limbs - 1)]
+        assert sum(ties[0::2]) > 100 and sum(ties[1::2]) > 100, (d, "too few ties")
+        assert any(_naive_digit_sum(v, limbs) != w for v, w in zip(exact, cpu)), (d, "no tie "
+                                                                                 "that matters")
+        psi0 = np.ascontiguousarray(b.T).reshape(-1)  # qubits 0..d-1: member = the low d bits
+        qubits = tuple(range(d))
+        calls.clear()
+        sv = StateVector(n, cp)
+        sv._buf[...] = cp.asarray(psi0)
+        sv.apply(registry.parse("int8-crt15").scheme.prepare(cp.asarray(u)), qubits,
+                 backend="int8-crt15")
+        assert calls, d
+        want = zgemm(u, b, backend="int8-crt15")
+        np.testing.assert_array_equal(sv.to_numpy().reshape(cols, k).T, want, err_msg=f"d={d}")
 
 
 def _check_kernel_takes(monkeypatch, kernel, qubit_counts):

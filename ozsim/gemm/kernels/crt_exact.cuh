@@ -52,13 +52,13 @@ __device__ __forceinline__ i128 digit_bias()
 // of E for c < L - 1, top = E >> (LBITS (L - 1)) (|top| < 2**51). The balanced digits are d_c =
 // bits[c] - 2**(LBITS - 1) (a tie, d_c = -2**(LBITS - 1), where those bits are zero), each made a
 // double exactly from its bits (the 2**52 trick), then summed as crt_value sums them; at a tie
-// (or force_residues) the residues decide (value_from_residues)
-__device__ __forceinline__ double value_of_digits(const unsigned long long (&bits)[2],
-                                                  long long top, bool force_residues)
+// (or force_residues) the residues decide (value_from_residues, in value_of_digits; digits_sum
+// returns the digits' sum, the digits and whether one is a tie)
+__device__ __forceinline__ double digits_sum(const unsigned long long (&bits)[2], long long top,
+                                             bool& tie, long long (&dig)[3])
 {
     double v = 0.0;
-    bool tie = false;
-    long long dig[3] = {0, 0, 0};
+    tie = false;
 #pragma unroll
     for (int i = 0; i + 1 < NLIMB; ++i) {
         tie |= bits[i] == 0;
@@ -70,7 +70,15 @@ __device__ __forceinline__ double value_of_digits(const unsigned long long (&bit
     dig[NLIMB - 1] = top;
     const double t = __longlong_as_double(0x4338000000000000LL + top) -
                      6755399441055744.0;  // 1.5 * 2**52: exact
-    v = NLIMB > 1 ? t * pow2(LBITS * (NLIMB - 1)) + v : t;
+    return NLIMB > 1 ? t * pow2(LBITS * (NLIMB - 1)) + v : t;
+}
+
+__device__ __forceinline__ double value_of_digits(const unsigned long long (&bits)[2],
+                                                  long long top, bool force_residues)
+{
+    bool tie;
+    long long dig[3] = {0, 0, 0};
+    const double v = digits_sum(bits, top, tie, dig);
     if (tie || force_residues) return value_from_residues(dig[0], dig[1], dig[2]);
     return v;
 }
@@ -92,11 +100,11 @@ __device__ __forceinline__ double exact_value(i128 c, bool force_residues = fals
 // crt_gate_slices.cu's level sums, five levels of 8 bits a part): E's digits by carries in 64
 // bits, u_c = g_c + 2**39 + carry (c < L - 1), bits[c] = u_c mod 2**40, carry = floor(u_c /
 // 2**40); the top digit is the rest, formed modulo 2**64 (exact: |top| < 2**51)
-__device__ __forceinline__ double exact_value_parts(long long g0, long long g1, long long g2)
+__device__ __forceinline__ void parts_digits(long long g0, long long g1, long long g2,
+                                             unsigned long long (&bits)[2], long long& top)
 {
     const unsigned long long mask = (1ull << 40) - 1;
-    unsigned long long bits[2] = {0, 0};
-    long long top;
+    bits[0] = bits[1] = 0;
     if (NLIMB == 1) {
         top = (long long)((unsigned long long)g0 + ((unsigned long long)g1 << 40));
     } else {
@@ -111,7 +119,25 @@ __device__ __forceinline__ double exact_value_parts(long long g0, long long g1, 
             top = g2 + (u1 >> 40);
         }
     }
+}
+
+__device__ __forceinline__ double exact_value_parts(long long g0, long long g1, long long g2)
+{
+    unsigned long long bits[2];
+    long long top;
+    parts_digits(g0, g1, g2, bits, top);
     return value_of_digits(bits, top, false);
+}
+
+// exact_value_parts where E's digits hold no tie (tie false); where they do, tie is set and the
+// value is not crt_value's (the caller takes exact_value_parts for it)
+__device__ __forceinline__ double exact_value_parts_fast(long long g0, long long g1, long long g2,
+                                                         bool& tie)
+{
+    unsigned long long bits[2];
+    long long top, dig[3];
+    parts_digits(g0, g1, g2, bits, top);
+    return digits_sum(bits, top, tie, dig);
 }
 #endif
 

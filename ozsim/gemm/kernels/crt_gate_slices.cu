@@ -22,8 +22,11 @@
 //      8 balanced bytes, transposed into B fragments;
 //   2. per m tile of 8 output members, 64 products a k step into the 15 level sums, folded
 //      exactly into C' as three 64-bit parts of five levels (fold_parts);
-//   3. C' rounded as crt_value rounds it (crt_exact.cuh, exact_value), ldexp by fA[row] + f -
-//      (gA + gB), written back in place.
+//   3. C' rounded as crt_value rounds it (crt_exact.cuh, exact_value_parts), ldexp by fA[row] +
+//      f - (gA + gB), written back in place; the write-back takes the digits' sum without the
+//      tie branch, and an m tile with a tied digit (rare) rounds its tied columns again after it,
+//      by way of the residues (H200, N = 30, 15 moduli, x copy floor: d = 3 2.16 -> 2.07, d = 4
+//      2.31 -> 2.28, d = 5 3.03 -> 2.98, d = 6 5.04 level; same bits).
 // Same bits as the CPU path. NaN or Inf in a column sets *flag and leaves the column as it was.
 //
 // Options: -DGATE_QUBITS=d (3..6) -DNMOD=N -DNLIMB=<digits of P> -DROUND=0|1 -DTHREADS
@@ -129,6 +132,15 @@ __device__ __forceinline__ double level_value(const int (&acc)[NLEV][4], int v)
     long long g[3];
     fold_parts(acc, v, g);
     return exact_value_parts(g[0], g[1], g[2]);
+}
+
+// level_value where C''s digits hold no tie (tie false); where they do, tie is set and the value
+// is not crt_value's (level_value then)
+__device__ __forceinline__ double level_value_fast(const int (&acc)[NLEV][4], int v, bool& tie)
+{
+    long long g[3];
+    fold_parts(acc, v, g);
+    return exact_value_parts_fast(g[0], g[1], g[2], tie);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -251,13 +263,23 @@ crt_gate_slices(double2* __restrict__ psi, long long groups, int p0, int p1, int
             const int member = 8 * mt + g;
             const int fa = __ldg(a_f + member);
             const long long off = moff[member];
+            bool tied = false;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                if (!cok[h]) continue;
-                const int sh = fa + cf[h] - gsum;
-                const double vre = level_value(acc, h);
-                const double vim = level_value(acc, 2 + h);
-                psi[cbase[h] + off] = scale2_pair(vre, vim, sh);
+                bool t0, t1;
+                const double vre = level_value_fast(acc, h, t0);
+                const double vim = level_value_fast(acc, 2 + h, t1);
+                tied |= cok[h] && (t0 || t1);
+                if (cok[h] && !(t0 || t1))
+                    psi[cbase[h] + off] = scale2_pair(vre, vim, fa + cf[h] - gsum);
+            }
+            if (tied) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    if (!cok[h]) continue;
+                    psi[cbase[h] + off] = scale2_pair(level_value(acc, h),
+                                                      level_value(acc, 2 + h), fa + cf[h] - gsum);
+                }
             }
         }
     }
