@@ -30,7 +30,10 @@ Four kernels:
   2.52x and 2.37x at d = 3, 4 with the level sums paired in INT32 before the 128-bit fold, and
   2.28x at d = 3 with each lane's own two members (the exact kernel 2.73x in that run); the
   64-bit digit fold then (pairs at d = 5 too) took 2.23x, 2.38x, 3.28x, 5.14x to 2.14x, 2.34x,
-  3.09x, 5.09x at d = 3..6 (7% fewer instructions at d = 5; same bits at 3 to 15 moduli).
+  3.09x, 5.09x at d = 3..6 (7% fewer instructions at d = 5; same bits at 3 to 15 moduli), and
+  the write-back without the tie branch (a tied column rounded again after the m tile) 2.16x,
+  2.31x, 3.03x, 5.04x to 2.07x, 2.28x, 2.98x, 5.04x; section 2 of ``benchmarks/RESULTS.md``
+  has the newest full run (2.08x, 2.29x, 2.96x, 5.07x).
 - ``d <= 2`` (``d = 3`` outside :data:`SLICE_QUBITS`) with up to 15 moduli
   (:func:`ozsim.gemm.ozaki2.exact_gate.exact_applies`):
   ``kernels/crt_gate_exact.cu``, one thread per amplitude group on the CUDA cores, no residues
@@ -88,9 +91,9 @@ the issue slots 59-78% busy and no pipe above 45%, about 14 instructions a modul
 (B's residues, the CRT sums' 3 FP64 multiply-adds and the reduction of each product mod p). The
 phases of a tile load different pipes (the split the integer and FP32 units and the tensor cores,
 the CRT sums the FP64 units), so the warp groups of a block run them apart. At d = 6 the GEMM
-path took 12.3x (9.2x padded to 7 qubits). With the byte-slice kernel fusion takes QV-30 in 115
-blocks of up to 5 qubits (``benchmarks/RESULTS.md`` section 3: 2.86 s end to end, against the
-cuBLAS path's 3.22 s in the same run; 4.04 s on the residue kernel, in 6-qubit blocks).
+path took 12.3x (9.2x padded to 7 qubits). With the byte-slice kernel fusion takes QV-30 in 116
+blocks of up to 5 qubits (``benchmarks/RESULTS.md`` section 3: 2.67 s end to end, against the
+cuBLAS path's 3.27 s in the same run; 4.04 s on the residue kernel, in 6-qubit blocks).
 """
 
 from __future__ import annotations
