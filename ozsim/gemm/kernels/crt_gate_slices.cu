@@ -24,8 +24,8 @@
 //      exactly into C' as three 64-bit parts of five levels (fold_parts);
 //   3. C' rounded as crt_value rounds it (crt_exact.cuh, exact_value_parts), ldexp by fA[row] +
 //      f - (gA + gB), written back in place; the write-back takes the digits' sum without the
-//      tie branch, and an m tile with a tied digit (rare) rounds its tied columns again after it,
-//      by way of the residues (H200, N = 30, 15 moduli, x copy floor: d = 3 2.16 -> 2.07, d = 4
+//      tie branch, and a lane with a tied digit in an m tile (rare) rounds its two columns again
+//      after it, the tied entries by way of the residues (H200, N = 30, 15 moduli, x copy floor: d = 3 2.16 -> 2.07, d = 4
 //      2.31 -> 2.28, d = 5 3.03 -> 2.98, d = 6 5.04 level; same bits).
 // Same bits as the CPU path. NaN or Inf in a column sets *flag and leaves the column as it was.
 //
