@@ -372,6 +372,7 @@ def test_byte_slice_gate_rounds_tied_digits_as_the_crt_reconstruction(monkeypatc
     for d in sorted(onepass.SLICE_QUBITS):
         k = 1 << d
         perm = rng.permutation(k)
+
         def phases(size):  # angles of about 2**-17: A'_im near 2**40
             return np.exp(1j * rng.choice([-1, 1], size) * (1 + rng.random(size)) * 2.0**-17)
 
@@ -379,9 +380,9 @@ def test_byte_slice_gate_rounds_tied_digits_as_the_crt_reconstruction(monkeypatc
         while True:  # A'_im odd and prime to A'_re
             u = np.zeros((k, k), complex)
             u[np.arange(k), perm] = phase
-            fa = PreparedCRTOperand(u).norm_exponents
-            ar = [int(v) for v in np.rint(np.ldexp(u.real, plan.bits_a - fa[:, None])).sum(1)]
-            ai = [int(v) for v in np.rint(np.ldexp(u.imag, plan.bits_a - fa[:, None])).sum(1)]
+            sr, si = onepass._scaled_gate(PreparedCRTOperand(cp.asarray(u)), plan)
+            ar = [int(v) for v in sr.sum(1).get()]  # (one entry a row)
+            ai = [int(v) for v in si.sum(1).get()]
             bad = np.array([y % 2 == 0 or math.gcd(x, y) != 1 for x, y in zip(ar, ai)])
             if not bad.any():
                 break
