@@ -189,12 +189,9 @@ class Scheme:
 # (crt_gate_exact.cu, up to 15 moduli): 1.58, 1.87, 2.92 on an H200 against 3.76 for the
 # padded or 3-qubit tensor-core gate (the column scaled by those ratios: 1.5, 1.75, 2.75), and
 # d = 3..6 by byte-slice products on the tensor cores (crt_gate_slices.cu, up to 15 moduli):
-# 2.61, 2.49, 3.17, 5.07 on an H200 against 2.68, 4.08, 4.63, 5.87 for the kernels before (the
-# column scaled by those ratios: 2.7, 2.25, 2.85, 4.35; with the level sums paired at d = 3, 4,
-# 2.52 and 2.37 against 2.69 and 2.53: 2.55, 2.1; d = 3 with a lane's own members, 2.28 against
-# 2.52: 2.3; the levels folded into 64-bit digit parts, 2.14, 2.34, 3.09, 5.09 against 2.23,
-# 2.38, 3.28, 5.14: 2.2, 2.05, 2.7, 4.3; the tie path after the write-back, 2.07, 2.28, 2.98,
-# 5.04 against 2.16, 2.31, 3.03, 5.04: 2.1, 2.0, 2.65, 4.3).
+# 2.61, 2.49, 3.17, 5.07 on an H200 against 2.68, 4.08, 4.63, 5.87 for the kernels before, and
+# since then 2.07, 2.28, 2.98, 5.04 (each of the kernel's A/B runs' ratios applied to the column
+# in turn: 2.1, 2.0, 2.65, 4.3).
 SCHEMES: tuple[Scheme, ...] = (
     Scheme(
         key="native",

@@ -21,19 +21,13 @@ Four kernels:
   64-bit parts of five levels (``C' = g0 + 2**40 g1 + 2**80 g2``, one part a digit of the CRT's
   base ``2**40``, whose digits follow by 64-bit carries) and rounded as below. A warp takes 8
   amplitude groups and each lane the members whose real and imaginary parts its B fragments
-  hold, so the state's slices never touch shared
-  memory; A's 8 slices are ready-made fragments there (:func:`slice_fragments`). About 10 warp
-  instructions an amplitude at ``d = 4`` where the residue kernel takes 22, and ``2**d / 16``
-  INT8 products (``d = 6``: 4, the INT8 rate bounds it). Same bits. H200, N = 30, 15 moduli:
-  2.61x, 2.49x, 3.17x, 5.07x the copy floor at d = 3..6 against 2.68x (the exact kernel below),
-  4.08x, 4.63x, 5.87x (the residue kernel) in the same kind of run (:data:`SLICE_LAUNCH`), then
-  2.52x and 2.37x at d = 3, 4 with the level sums paired in INT32 before the 128-bit fold, and
-  2.28x at d = 3 with each lane's own two members (the exact kernel 2.73x in that run); the
-  64-bit digit fold then (pairs at d = 5 too) took 2.23x, 2.38x, 3.28x, 5.14x to 2.14x, 2.34x,
-  3.09x, 5.09x at d = 3..6 (7% fewer instructions at d = 5; same bits at 3 to 15 moduli), and
-  the write-back without the tie branch (a tied column rounded again after the m tile) 2.16x,
-  2.31x, 3.03x, 5.04x to 2.07x, 2.28x, 2.98x, 5.04x; section 2 of ``benchmarks/RESULTS.md``
-  has the newest full run (2.08x, 2.29x, 2.96x, 5.07x).
+  hold, so the state's slices never touch shared memory; A's 8 slices are ready-made fragments
+  there (:func:`slice_fragments`). About 10 warp instructions an amplitude at ``d = 4`` where
+  the residue kernel takes 22, and ``2**d / 16`` INT8 products (they bound d = 5, 6). Same
+  bits. H200, N = 30, 15
+  moduli: 2.08x, 2.29x, 2.96x, 5.07x the copy floor at d = 3..6 (``benchmarks/RESULTS.md``
+  section 2), where the kernels before took 2.68x (the exact kernel below), 4.08x, 4.63x,
+  5.87x (the residue kernel).
 - ``d <= 2`` (``d = 3`` outside :data:`SLICE_QUBITS`) with up to 15 moduli
   (:func:`ozsim.gemm.ozaki2.exact_gate.exact_applies`):
   ``kernels/crt_gate_exact.cu``, one thread per amplitude group on the CUDA cores, no residues
